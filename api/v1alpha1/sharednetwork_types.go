@@ -1,0 +1,177 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SharedNetworkFinalizer keeps a SharedNetwork until the shares it created are
+// removed from Neutron.
+const SharedNetworkFinalizer = "sharednet.capo.io/sharednetwork"
+
+// SharedNetworkSpec is what a management-cluster administrator offers: one
+// network of a VM project, the subnets of it that nodegroups may use, and the
+// namespaces whose clusters may use it.
+type SharedNetworkSpec struct {
+	// identity is the VM project's credential. The Secret lives in the
+	// extension's namespace and is never copied into a cluster's namespace.
+	// +required
+	Identity VMProjectIdentity `json:"identity"`
+
+	// networkID is the Neutron ID of the network in the VM project.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
+	NetworkID string `json:"networkID"`
+
+	// subnets are the IDs of the subnets of that network that nodegroups may
+	// be attached to.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
+	Subnets []string `json:"subnets"`
+
+	// namespaceSelector selects the namespaces whose clusters may use this
+	// network. An empty selector selects every namespace; when unset no
+	// namespace may use it.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// VMProjectIdentity references a clouds.yaml Secret in the extension's
+// namespace, in the shape CAPO's identityRef uses.
+type VMProjectIdentity struct {
+	// secretName is the name of a Secret with a `clouds.yaml` key (and an
+	// optional `cacert` key) in the extension's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	SecretName string `json:"secretName"`
+
+	// cloudName is the entry of clouds.yaml to use.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	CloudName string `json:"cloudName"`
+}
+
+// SharedNetworkStatus holds the cloud facts the rules need, refreshed from
+// Neutron by the controller, so admission and hooks need no OpenStack call.
+type SharedNetworkStatus struct {
+	// mtu of the network.
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+
+	// subnets are the facts of each allowed subnet.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	Subnets []SubnetStatus `json:"subnets,omitempty"`
+
+	// shares are the Neutron RBAC policies (access_as_shared) this network
+	// holds, one per cluster project.
+	// +optional
+	// +listType=map
+	// +listMapKey=projectID
+	Shares []Share `json:"shares,omitempty"`
+
+	// consumers are the nodegroups attached or being attached.
+	// +optional
+	Consumers []Consumer `json:"consumers,omitempty"`
+
+	// lastRefreshTime is when the facts were last read from Neutron.
+	// +optional
+	LastRefreshTime *metav1.Time `json:"lastRefreshTime,omitempty"`
+
+	// observedGeneration is the generation these facts were read for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready says whether the facts could be read.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SubnetStatus are the facts of one subnet.
+type SubnetStatus struct {
+	// id of the subnet.
+	ID string `json:"id"`
+	// cidr of the subnet.
+	CIDR string `json:"cidr"`
+	// ipVersion is 4 or 6.
+	// +optional
+	IPVersion int32 `json:"ipVersion,omitempty"`
+	// allocationPools of the subnet.
+	// +optional
+	AllocationPools []AllocationPool `json:"allocationPools,omitempty"`
+	// usedAddresses in the allocation pools.
+	// +optional
+	UsedAddresses int64 `json:"usedAddresses"`
+	// freeAddresses in the allocation pools (pool size minus used).
+	// +optional
+	FreeAddresses int64 `json:"freeAddresses"`
+}
+
+// AllocationPool is a range of addresses Neutron hands out.
+type AllocationPool struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
+// Share is one RBAC policy sharing the network with a cluster project.
+type Share struct {
+	// projectID is the cluster's project the network is shared with.
+	ProjectID string `json:"projectID"`
+	// rbacPolicyID is the Neutron RBAC policy.
+	RBACPolicyID string `json:"rbacPolicyID"`
+}
+
+// Consumer is one nodegroup using the network.
+type Consumer struct {
+	Namespace         string `json:"namespace"`
+	Cluster           string `json:"cluster"`
+	MachineDeployment string `json:"machineDeployment"`
+	Subnet            string `json:"subnet"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Network",type=string,JSONPath=`.spec.networkID`
+// +kubebuilder:printcolumn:name="MTU",type=integer,JSONPath=`.status.mtu`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// SharedNetwork is a network of a VM project that an administrator offers to
+// the nodegroups of the clusters of some namespaces.
+type SharedNetwork struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SharedNetworkSpec   `json:"spec,omitempty"`
+	Status SharedNetworkStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// SharedNetworkList is a list of SharedNetworks.
+type SharedNetworkList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SharedNetwork `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SharedNetwork{}, &SharedNetworkList{})
+}
+
+// Subnet returns the facts of the subnet with that ID, if known.
+func (s *SharedNetworkStatus) Subnet(id string) (SubnetStatus, bool) {
+	for _, subnet := range s.Subnets {
+		if subnet.ID == id {
+			return subnet, true
+		}
+	}
+	return SubnetStatus{}, false
+}

@@ -1,0 +1,150 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AttachmentPhase is where a nodegroup's attachment stands.
+// +kubebuilder:validation:Enum=Validating;Sharing;RollingOut;Attached;Detaching;DetachBlocked;Detached
+type AttachmentPhase string
+
+// The phases of an attachment, in the order the seed describes them.
+const (
+	PhaseValidating    AttachmentPhase = "Validating"
+	PhaseSharing       AttachmentPhase = "Sharing"
+	PhaseRollingOut    AttachmentPhase = "RollingOut"
+	PhaseAttached      AttachmentPhase = "Attached"
+	PhaseDetaching     AttachmentPhase = "Detaching"
+	PhaseDetachBlocked AttachmentPhase = "DetachBlocked"
+	PhaseDetached      AttachmentPhase = "Detached"
+)
+
+// Condition types of an attachment.
+const (
+	// SharedCondition is True once the network is shared with the cluster's project.
+	SharedCondition = "Shared"
+	// AttachedCondition is True once every node of the nodegroup has its shared-subnet address.
+	AttachedCondition = "Attached"
+)
+
+// SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.
+type SharedNetworkAttachmentSpec struct {
+	// clusterName is the Cluster in this namespace.
+	ClusterName string `json:"clusterName"`
+	// machineDeploymentTopology is the name of the MachineDeployment topology
+	// (spec.topology.workers.machineDeployments[].name).
+	MachineDeploymentTopology string `json:"machineDeploymentTopology"`
+	// sharedNetwork is the SharedNetwork named by the variable.
+	SharedNetwork string `json:"sharedNetwork"`
+	// subnet is the shared subnet the nodes get their second address on.
+	Subnet string `json:"subnet"`
+}
+
+// SharedNetworkAttachmentStatus tells a cluster owner where the nodegroup stands.
+type SharedNetworkAttachmentStatus struct {
+	// phase of the attachment.
+	// +optional
+	Phase AttachmentPhase `json:"phase,omitempty"`
+
+	// share is the RBAC policy sharing the network with the cluster's project;
+	// set once the share exists in Neutron. GeneratePatches emits the port
+	// only once it is set (or the nodegroup already has the port).
+	// +optional
+	Share *Share `json:"share,omitempty"`
+
+	// desiredNodes is the nodegroup's replica count.
+	// +optional
+	DesiredNodes int32 `json:"desiredNodes"`
+
+	// attachedNodes is how many of them have their shared-subnet address.
+	// +optional
+	AttachedNodes int32 `json:"attachedNodes"`
+
+	// nodes and their addresses on the shared subnet.
+	// +optional
+	Nodes []AttachedNode `json:"nodes,omitempty"`
+
+	// loadBalancers with their VIP on the shared subnet in the cluster's
+	// project: while any exists the nodegroup cannot be detached.
+	// +optional
+	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
+
+	// message is a one-line summary for people.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Shared, Attached.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AttachedNode is one machine of the nodegroup and its shared-subnet address.
+type AttachedNode struct {
+	Machine string `json:"machine"`
+	// +optional
+	Node string `json:"node,omitempty"`
+	// +optional
+	Address string `json:"address,omitempty"`
+}
+
+// LoadBalancer is an Octavia load balancer with its VIP on the shared subnet.
+type LoadBalancer struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	VIP  string `json:"vip"`
+	// service is namespace/name of the Service (or Gateway) the cloud
+	// controller manager created it for, when known.
+	// +optional
+	Service string `json:"service,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=sna,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Nodegroup",type=string,JSONPath=`.spec.machineDeploymentTopology`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.spec.subnet`
+// +kubebuilder:printcolumn:name="Attached",type=integer,JSONPath=`.status.attachedNodes`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredNodes`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// SharedNetworkAttachment is one nodegroup (MachineDeployment topology) of one
+// cluster attached to a SharedNetwork. The controller creates and owns it.
+type SharedNetworkAttachment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SharedNetworkAttachmentSpec   `json:"spec,omitempty"`
+	Status SharedNetworkAttachmentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// SharedNetworkAttachmentList is a list of SharedNetworkAttachments.
+type SharedNetworkAttachmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SharedNetworkAttachment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SharedNetworkAttachment{}, &SharedNetworkAttachmentList{})
+}
+
+// AttachmentName is the name of the attachment of a cluster's MachineDeployment topology.
+func AttachmentName(cluster, machineDeploymentTopology string) string {
+	return cluster + "-" + machineDeploymentTopology
+}
+
+// ShareEstablished says whether the network is shared with the cluster's project.
+func (a *SharedNetworkAttachment) ShareEstablished() bool {
+	return a.Status.Share != nil && a.Status.Share.RBACPolicyID != ""
+}

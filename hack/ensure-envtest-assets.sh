@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the real kube-apiserver and etcd from source through the Go module
+# proxy into bin/k8s (setup-envtest downloads are not reachable here).
+# Idempotent: a binary that exists is reused. Prints the assets folder.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${KUBEBUILDER_ASSETS_DIR:-$root/bin/k8s}
+k8s_version=v1.34.4
+mkdir -p "$out"
+
+if [ ! -x "$out/etcd" ]; then
+  echo "building etcd from go.etcd.io/etcd/server/v3 (about 30s)" >&2
+  (cd "$root/hack/tools/etcd" && go build -trimpath -o "$out/etcd.tmp" . && mv "$out/etcd.tmp" "$out/etcd")
+fi
+
+if [ ! -x "$out/kube-apiserver" ]; then
+  echo "building kube-apiserver $k8s_version from k8s.io/kubernetes (about 4 min cold)" >&2
+  minor=$(echo "$k8s_version" | cut -d. -f2)
+  ldflags=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  done
+  (cd "$root/hack/tools/kube-apiserver" && go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver.tmp" . && mv "$out/kube-apiserver.tmp" "$out/kube-apiserver")
+fi
+echo "$out"

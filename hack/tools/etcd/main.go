@@ -1,0 +1,12 @@
+// Command etcd builds the real etcd server from the module proxy for envtest.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

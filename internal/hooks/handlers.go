@@ -1,0 +1,45 @@
+// Package hooks holds the Runtime SDK handlers of the extension, one file per
+// hook. Handlers read Kubernetes objects from the manager's cache and never
+// call OpenStack: a hook must answer within its timeout whatever the cloud does.
+package hooks
+
+import (
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+)
+
+// Handler names, as a ClusterClass references them: <name>.<ExtensionConfig name>.
+const (
+	DiscoverVariablesHandler = "discover-variables"
+	GeneratePatchesHandler   = "generate-patches"
+	ValidateTopologyHandler  = "validate-topology"
+)
+
+// Handlers serves the hooks of the extension.
+type Handlers struct {
+	// Reader reads from the manager's cache.
+	Reader client.Reader
+	// Preflight runs the rules that ValidateTopology re-checks.
+	Preflight *preflight.Checker
+}
+
+// Register adds every handler to the runtime extension server, in one place
+// with its name, timeout and failure policy.
+func (h *Handlers) Register(srv *server.Server) error {
+	fail := ptr.To(runtimehooksv1.FailurePolicyFail)
+	for _, handler := range []server.ExtensionHandler{
+		{Hook: runtimehooksv1.DiscoverVariables, Name: DiscoverVariablesHandler, HandlerFunc: h.DiscoverVariables, TimeoutSeconds: ptr.To[int32](5), FailurePolicy: fail},
+		{Hook: runtimehooksv1.GeneratePatches, Name: GeneratePatchesHandler, HandlerFunc: h.GeneratePatches, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
+		{Hook: runtimehooksv1.ValidateTopology, Name: ValidateTopologyHandler, HandlerFunc: h.ValidateTopology, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
+	} {
+		if err := srv.AddExtensionHandler(handler); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// ValidateTopology is the backstop of admission: it refuses a cluster-level
+// `sharedNetwork` value, and re-checks the static rules for nodegroups that
+// are not attached yet. A nodegroup already attached is never failed here
+// because the cloud changed: wedging a running cluster's topology
+// reconciliation would help nobody (the controller reports it instead).
+func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.ValidateTopologyRequest, resp *runtimehooksv1.ValidateTopologyResponse) {
+	if v, err := variables.FromHookVariables(req.Variables); err != nil || v != nil {
+		fail(resp, errors.Join(err, errors.New("sharedNetwork is set for the whole cluster; set it in one MachineDeployment topology's variables.overrides instead")))
+		return
+	}
+	b, err := builtins(req.Variables)
+	if err != nil || b.Cluster == nil {
+		fail(resp, fmt.Errorf("reading builtin.cluster: %v", err))
+		return
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: b.Cluster.Namespace, Name: b.Cluster.Name}, cluster); err != nil {
+		fail(resp, fmt.Errorf("reading Cluster %s/%s: %w", b.Cluster.Namespace, b.Cluster.Name, err))
+		return
+	}
+	var errs []error
+	for _, item := range req.Items {
+		if item == nil || !isMachineDeploymentInfraTemplate(item.HolderReference) {
+			continue
+		}
+		value, err := variables.FromHookVariables(item.Variables)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		md, err := builtins(item.Variables)
+		if value == nil || err != nil || md.MachineDeployment == nil {
+			continue
+		}
+		topology := md.MachineDeployment.TopologyName
+		attached, err := h.attached(ctx, cluster, topology, item.HolderReference)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if attached {
+			continue
+		}
+		if err := h.Preflight.Attach(ctx, cluster, topology, *value, preflight.Static); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		fail(resp, err)
+		return
+	}
+	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+}
+
+// attached says whether the nodegroup already runs with, or is entitled to,
+// the shared port.
+func (h *Handlers) attached(ctx context.Context, cluster *clusterv1.Cluster, topology string, holder runtimehooksv1.HolderReference) (bool, error) {
+	carried, err := h.carriedPort(ctx, holder)
+	if err != nil || carried != nil {
+		return carried != nil, err
+	}
+	attachment := &sharednetv1.SharedNetworkAttachment{}
+	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}
+	if err := h.Reader.Get(ctx, key, attachment); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return attachment.ShareEstablished(), nil
+}

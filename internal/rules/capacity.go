@@ -1,0 +1,98 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// AutoscalerMaxSizeAnnotation is the cluster-autoscaler's max-size annotation
+// on a MachineDeployment (topology).
+const AutoscalerMaxSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+
+// Consumer is one nodegroup using (or asking to use) a shared subnet.
+type Consumer struct {
+	Name     string // "<namespace>/<cluster>/<machineDeploymentTopology>"
+	MaxSize  int    // from MaxSize()
+	Zones    int    // availability zones it uses; 0 counts as 1
+	Attached int    // addresses it already holds on the subnet (already counted as used in the subnet)
+}
+
+// MaxSize is the largest number of nodes a nodegroup can have: the
+// autoscaler's max-size annotation when set, else replicas, else 1. A bad
+// annotation value is an error naming it.
+func MaxSize(annotations map[string]string, replicas *int32) (int, error) {
+	if v, ok := annotations[AutoscalerMaxSizeAnnotation]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("annotation %s=%q is not a non-negative integer", AutoscalerMaxSizeAnnotation, v)
+		}
+		return n, nil
+	}
+	if replicas != nil {
+		if *replicas < 0 {
+			return 0, fmt.Errorf("replicas %d is negative", *replicas)
+		}
+		return int(*replicas), nil
+	}
+	return 1, nil
+}
+
+func (c Consumer) zones() int { return max(c.Zones, 1) }
+
+// Need is the addresses the nodegroup needs on the subnet: one per node at
+// maximum size plus one per availability zone it uses.
+func (c Consumer) Need() int { return c.MaxSize + c.zones() }
+
+// Headroom is the addresses it may still take: Need minus what it already
+// holds, never negative.
+func (c Consumer) Headroom() int { return max(0, c.Need()-c.Attached) }
+
+// CapacityInput are the facts the capacity rule needs.
+type CapacityInput struct {
+	Subnet        string
+	FreeAddresses int        // free addresses in the subnet's allocation pools (pool size minus used)
+	New           Consumer   // the nodegroup being attached (Attached may be >0 on a re-check)
+	Others        []Consumer // every other nodegroup, of all clusters, using the subnet
+	PortQuotaFree *int       // ports the cluster project may still create; nil = unknown/unlimited
+}
+
+// Capacity checks that the subnet has room for the new nodegroup at its
+// maximum size plus one address per availability zone, on top of the
+// headroom every other nodegroup on the subnet still needs (nodes that cannot
+// get an address never join the cluster), and that the cluster project's port
+// quota allows the new nodegroup's ports. Free equal to needed passes.
+func Capacity(in CapacityInput) *Violation {
+	fail := func(format string, a ...any) *Violation {
+		return &Violation{Rule: RuleCapacity, Field: FieldSubnet, Message: fmt.Sprintf(format, a...)}
+	}
+	need := in.New.Headroom()
+	reserved := 0
+	var others []string
+	for _, o := range in.Others {
+		if h := o.Headroom(); h > 0 {
+			reserved += h
+			others = append(others, fmt.Sprintf("%s: %d", o.Name, h))
+		}
+	}
+	if in.FreeAddresses < need+reserved {
+		attached := ""
+		if in.New.Attached > 0 {
+			attached = fmt.Sprintf(", %d already attached", in.New.Attached)
+		}
+		reservedBy := ""
+		if len(others) > 0 {
+			reservedBy = " (" + strings.Join(others, ", ") + ")"
+		}
+		return fail("subnet %s has %d free addresses in its allocation pools, but nodegroup %s needs %d (max size %d + %d availability zone(s)%s) and other nodegroups still reserve %d%s; "+
+			"use a larger subnet or allocation pool (%d more addresses), or lower the nodegroup's max size",
+			in.Subnet, in.FreeAddresses, in.New.Name, need, in.New.MaxSize, in.New.zones(), attached, reserved, reservedBy,
+			need+reserved-in.FreeAddresses)
+	}
+	if in.PortQuotaFree != nil && *in.PortQuotaFree < need {
+		return fail("the cluster project's port quota allows %d more ports, but nodegroup %s needs %d on subnet %s (max size %d + %d availability zone(s)); "+
+			"ask for a higher port quota on the cluster project, or lower the nodegroup's max size",
+			*in.PortQuotaFree, in.New.Name, need, in.Subnet, in.New.MaxSize, in.New.zones())
+	}
+	return nil
+}

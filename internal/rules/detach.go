@@ -1,0 +1,40 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+)
+
+// LoadBalancer is a load balancer of the cluster's project with its VIP on a
+// shared subnet.
+type LoadBalancer struct {
+	Name, ID, VIP string
+	Service       string // "namespace/name" of the Service or Gateway, when known
+}
+
+// Detach checks that no load balancer of the cluster's project is left on the
+// shared subnet before the nodegroup is detached: while one exists, the
+// network cannot be unshared or deleted.
+func Detach(subnet string, lbs []LoadBalancer) *Violation {
+	if len(lbs) == 0 {
+		return nil
+	}
+	items := make([]string, 0, len(lbs))
+	for _, lb := range lbs {
+		name := lb.Name
+		if name == "" {
+			name = lb.ID
+		}
+		s := fmt.Sprintf("%s (VIP %s", name, lb.VIP)
+		if lb.Service != "" {
+			s += ", Service " + lb.Service
+		}
+		items = append(items, s+")")
+	}
+	return &Violation{
+		Rule:  RuleDetach,
+		Field: "sharedNetwork",
+		Message: fmt.Sprintf("shared subnet %s still has %d load balancer(s) of the cluster, and the network cannot be unshared while one exists: %s; delete these Services and Gateways first, then remove the variable again",
+			subnet, len(lbs), strings.Join(items, "; ")),
+	}
+}

@@ -1,0 +1,56 @@
+package rules
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// namespaceNameLabel is set by the API server on every namespace; it is added
+// here when missing so that selecting a namespace by name always works.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
+// Granted checks that the cluster's namespace may use SharedNetwork
+// sharedNetwork and, when subnet is non-empty, that subnet is one of the
+// network's allowed subnets.
+//
+// A nil selector grants no namespace; an empty selector ({}) grants every
+// namespace. An invalid selector grants nothing and is reported as such. An
+// empty subnet is not checked here (OneSubnet chooses it).
+func Granted(sharedNetwork string, selector *metav1.LabelSelector, namespace string, namespaceLabels map[string]string, allowedSubnets []string, subnet string) *Violation {
+	notGranted := func(why string) *Violation {
+		return &Violation{
+			Rule:  RuleGranted,
+			Field: FieldName,
+			Message: fmt.Sprintf("namespace %q may not use SharedNetwork %q (%s); an administrator must add the namespace to SharedNetwork %s spec.namespaceSelector",
+				namespace, sharedNetwork, why, sharedNetwork),
+		}
+	}
+	if selector == nil {
+		return notGranted("its spec.namespaceSelector is not set, so no namespace is granted")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return notGranted(fmt.Sprintf("its spec.namespaceSelector is invalid: %v", err))
+	}
+	set := labels.Set{}
+	for k, v := range namespaceLabels {
+		set[k] = v
+	}
+	if _, ok := set[namespaceNameLabel]; !ok {
+		set[namespaceNameLabel] = namespace
+	}
+	if !sel.Matches(set) {
+		return notGranted(fmt.Sprintf("spec.namespaceSelector %q does not select it", sel.String()))
+	}
+	if subnet != "" && !contains(allowedSubnets, subnet) {
+		return &Violation{
+			Rule:  RuleGranted,
+			Field: FieldSubnet,
+			Message: fmt.Sprintf("subnet %q is not allowed on SharedNetwork %q (allowed: %s); set sharedNetwork.subnet to an allowed subnet, or ask an administrator to add it to the SharedNetwork",
+				subnet, sharedNetwork, list(allowedSubnets)),
+		}
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package rules
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestGranted(t *testing.T) {
+	teamA := &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+	allowed := []string{"subnet-1", "subnet-2"}
+	tests := []struct {
+		name     string
+		selector *metav1.LabelSelector
+		ns       string
+		labels   map[string]string
+		allowed  []string
+		subnet   string
+		wantRule string
+		wantIn   []string
+	}{
+		{name: "a namespace selected by the SharedNetwork may use it", selector: teamA, ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed, subnet: "subnet-1"},
+		{name: "an empty selector grants every namespace", selector: &metav1.LabelSelector{}, ns: "any", allowed: allowed, subnet: "subnet-2"},
+		{name: "no subnet named yet is left to OneSubnet", selector: teamA, ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed},
+		{name: "a namespace can be selected by its name label even when labels are not passed", ns: "ns-x",
+			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ns-x"}}}},
+			allowed:  allowed, subnet: "subnet-1"},
+		{name: "a nil selector grants no namespace", ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed, subnet: "subnet-1",
+			wantRule: RuleGranted, wantIn: []string{`"ns-a"`, "administrator must add the namespace to SharedNetwork vm-net spec.namespaceSelector"}},
+		{name: "a namespace not selected is refused", selector: teamA, ns: "ns-b", labels: map[string]string{"team": "b"}, allowed: allowed, subnet: "subnet-1",
+			wantRule: RuleGranted, wantIn: []string{`"ns-b"`, "team=a", "administrator must add the namespace to SharedNetwork vm-net spec.namespaceSelector"}},
+		{name: "an invalid selector grants nothing", ns: "ns-a",
+			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}},
+			allowed:  allowed, subnet: "subnet-1", wantRule: RuleGranted, wantIn: []string{"invalid", "spec.namespaceSelector"}},
+		{name: "a subnet not allowed is refused, listing the allowed ones", selector: teamA, ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed, subnet: "subnet-9",
+			wantRule: RuleGranted, wantIn: []string{`"subnet-9"`, "subnet-1, subnet-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Granted("vm-net", tt.selector, tt.ns, tt.labels, tt.allowed, tt.subnet)
+			expect(t, v, tt.wantRule, tt.wantIn...)
+		})
+	}
+}
+
+func TestGrantedFields(t *testing.T) {
+	if v := Granted("vm-net", nil, "ns", nil, nil, ""); v == nil || v.Field != FieldName {
+		t.Errorf("namespace refusal field = %v, want %s", v, FieldName)
+	}
+	if v := Granted("vm-net", &metav1.LabelSelector{}, "ns", nil, []string{"a"}, "b"); v == nil || v.Field != FieldSubnet {
+		t.Errorf("subnet refusal field = %v, want %s", v, FieldSubnet)
+	}
+}

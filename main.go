@@ -1,0 +1,51 @@
+// Command capo-sharednet is the manager of the capo-sharednet runtime
+// extension: Runtime SDK hooks, the Cluster admission webhook and the
+// controllers, in one process behind one TLS port.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+)
+
+func main() {
+	opts := manager.Options{}
+	pflag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the runtime extension and admission webhook server.")
+	pflag.StringVar(&opts.WebhookHost, "webhook-host", "", "Address the webhook server listens on (all when empty).")
+	pflag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with tls.crt and tls.key of the webhook server.")
+	pflag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	pflag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	pflag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
+	pflag.StringVar(&opts.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own).")
+	// Logging as CAPI's managers do it: --v for the level, --logging-format.
+	logOptions := logs.NewOptions()
+	logsv1.AddFlags(logOptions, pflag.CommandLine)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	log := ctrl.Log.WithName("setup")
+	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
+		log.Error(err, "invalid logging flags")
+		os.Exit(1)
+	}
+	ctrl.SetLogger(klog.Background())
+
+	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)
+	if err != nil {
+		log.Error(err, "unable to set up the manager")
+		os.Exit(1)
+	}
+	log.Info("starting capo-sharednet", "webhookPort", opts.WebhookPort)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
