@@ -102,7 +102,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := h.Register(srv); err != nil {
 		return nil, fmt.Errorf("registering hooks: %w", err)
 	}
-	srv.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
+	// Registering through GetWebhookServer also adds the server to the
+	// manager's runnables: controller-runtime starts it only then.
+	mgr.GetWebhookServer().Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

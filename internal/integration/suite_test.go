@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+)
+
+// extensionConfigName is the ExtensionConfig the ClusterClass's handler names refer to.
+const extensionConfigName = "capo-sharednet"
+
+var env *testenv.Environment
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	env, err = testenv.Start(ctx, testenv.Options{ExtraCRDPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	if err := sharednetv1.AddToScheme(env.Scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := startExtension(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "starting the extension:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startExtension runs this project's manager, as main.go builds it, on its own
+// HTTPS port, registers its Cluster admission webhook from config/webhook and
+// an ExtensionConfig, and waits until CAPI has discovered its handlers.
+func startExtension(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(env.Config, manager.Options{
+		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "extension manager stopped:", err)
+		}
+	}()
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := installAdmissionWebhook(ctx, url); err != nil {
+		return err
+	}
+	ec := &runtimev1.ExtensionConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: extensionConfigName},
+		Spec: runtimev1.ExtensionConfigSpec{
+			ClientConfig:      runtimev1.ClientConfig{URL: url, CABundle: env.CAData},
+			NamespaceSelector: &metav1.LabelSelector{},
+		},
+	}
+	if err := env.Client.Create(ctx, ec); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+			return false, err
+		}
+		return len(ec.Status.Handlers) >= 3, nil
+	})
+	if err != nil {
+		return fmt.Errorf("ExtensionConfig %s was not discovered (conditions %+v): %w", ec.Name, ec.Status.Conditions, err)
+	}
+	return nil
+}
+
+// installAdmissionWebhook installs the shipped config/webhook/manifests.yaml,
+// pointed at the extension's URL instead of its in-cluster Service.
+func installAdmissionWebhook(ctx context.Context, url string) error {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return err
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(raw, cfg); err != nil {
+		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+	}
+	cfg.Name = "capo-sharednet-integration"
+	for i := range cfg.Webhooks {
+		path := *cfg.Webhooks[i].ClientConfig.Service.Path
+		full := url + path
+		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &full, CABundle: env.CAData}
+	}
+	return env.Client.Create(ctx, cfg)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
