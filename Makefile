@@ -31,7 +31,7 @@ run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(C
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks (GeneratePatches vs a bare JSON round trip).
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./internal/hooks/ -run '^$$' -bench . -benchmem
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./internal/integration/ -run '^$$' -bench GeneratePatches -benchmem
 
 ##@ Build
 
