@@ -1,0 +1,33 @@
+package openstack
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gophercloud/gophercloud/v2"
+)
+
+// wrap says which project, what was being done and what OpenStack answered.
+func (s *Session) wrap(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return fmt.Errorf("project %s: %s: %w", s.projectID, what, &NotFoundError{What: what})
+	}
+	return fmt.Errorf("project %s: %s: %w", s.projectID, what, answer(err))
+}
+
+// answer keeps OpenStack's own words (status code and body) in the error.
+func answer(err error) error {
+	var unexpected gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &unexpected) {
+		return fmt.Errorf("OpenStack answered %d %s: %w", unexpected.Actual, string(unexpected.Body), err)
+	}
+	return err
+}
+
+// IsNotFound says whether err is a NotFoundError.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
+}

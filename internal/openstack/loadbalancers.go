@@ -1,0 +1,133 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+)
+
+// LoadBalancers finds and removes Octavia load balancers with their VIP on a
+// shared subnet. Used with the cluster project's credential.
+type LoadBalancers interface {
+	OnSubnet(ctx context.Context, subnetID string) ([]LoadBalancer, error)
+	// DeleteCascade asks Octavia to delete the LB with its listeners and pools.
+	DeleteCascade(ctx context.Context, id string) error
+	// Gone says whether the LB no longer exists.
+	Gone(ctx context.Context, id string) (bool, error)
+}
+
+// LoadBalancer is one Octavia load balancer.
+type LoadBalancer struct {
+	ID, Name, VIP, Status string
+	// Service is "namespace/name" of the Service (or Gateway) the cloud
+	// controller manager made it for, when its name or description says so.
+	Service string
+}
+
+// OnSubnet implements LoadBalancers.
+func (s *Session) OnSubnet(ctx context.Context, subnetID string) ([]LoadBalancer, error) {
+	if s.lb == nil {
+		return nil, fmt.Errorf("project %s: listing load balancers: %w", s.projectID, errNoLoadBalancer)
+	}
+	var all []loadbalancers.LoadBalancer
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := loadbalancers.List(s.lb, loadbalancers.ListOpts{VipSubnetID: subnetID, ProjectID: s.projectID}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = loadbalancers.ExtractLoadBalancers(pages)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err, "listing load balancers on subnet %s", subnetID)
+	}
+	out := make([]LoadBalancer, 0, len(all))
+	for _, lb := range all {
+		if lb.VipSubnetID != subnetID {
+			continue
+		}
+		out = append(out, LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VipAddress, Status: lb.ProvisioningStatus, Service: ServiceOf(lb.Name, lb.Description)})
+	}
+	return out, nil
+}
+
+// DeleteCascade implements LoadBalancers. Already gone is success; an LB busy
+// with another change (409 while PENDING_*) is retried later by the caller.
+func (s *Session) DeleteCascade(ctx context.Context, id string) error {
+	if s.lb == nil {
+		return fmt.Errorf("project %s: deleting load balancer %s: %w", s.projectID, id, errNoLoadBalancer)
+	}
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		return loadbalancers.Delete(ctx, s.lb, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	})
+	if err == nil || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return nil
+	}
+	return s.wrap(err, "deleting load balancer %s (cascade)", id)
+}
+
+// Gone implements LoadBalancers.
+func (s *Session) Gone(ctx context.Context, id string) (bool, error) {
+	if s.lb == nil {
+		return false, errNoLoadBalancer
+	}
+	var lb *loadbalancers.LoadBalancer
+	err := s.retry.do(ctx, func(ctx context.Context) (err error) {
+		lb, err = loadbalancers.Get(ctx, s.lb, id).Extract()
+		return err
+	})
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, s.wrap(err, "reading load balancer %s", id)
+	}
+	return lb.ProvisioningStatus == "DELETED", nil
+}
+
+// WaitGone polls until every LB is gone or ctx ends.
+func WaitGone(ctx context.Context, lbs LoadBalancers, ids []string, every time.Duration) error {
+	for _, id := range ids {
+		for {
+			gone, err := lbs.Gone(ctx, id)
+			if err != nil {
+				return err
+			}
+			if gone {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("load balancer %s still exists: %w", id, ctx.Err())
+			case <-time.After(every):
+			}
+		}
+	}
+	return nil
+}
+
+var (
+	// cloud-provider-openstack names LBs kube_service_<cluster>_<namespace>_<name>
+	// and describes them "Kubernetes external service <namespace>/<name> from cluster <cluster>".
+	ccmDescription = regexp.MustCompile(`Kubernetes external service (\S+/\S+) from cluster`)
+	ccmName        = regexp.MustCompile(`^kube_service_.+_([a-z0-9]([-a-z0-9]*[a-z0-9])?)_([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`)
+)
+
+// ServiceOf is the Service the CCM encoded in an LB's description or name, or "".
+func ServiceOf(name, description string) string {
+	if m := ccmDescription.FindStringSubmatch(description); m != nil {
+		return m[1]
+	}
+	// The name is ambiguous when the cluster name has underscores; the
+	// description, when present, wins.
+	if m := ccmName.FindStringSubmatch(name); m != nil && !strings.Contains(m[1], "_") {
+		return m[1] + "/" + m[3]
+	}
+	return ""
+}

@@ -1,0 +1,158 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/netip"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/mtu"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+)
+
+// NetworkFacts reads what the rules need to know about a network.
+type NetworkFacts interface {
+	Network(ctx context.Context, networkID string) (Network, error)
+	Subnet(ctx context.Context, subnetID string) (Subnet, error)
+	// AddressesOnSubnet are the fixed IPs every port holds on the subnet.
+	AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error)
+}
+
+// Network is a Neutron network's facts.
+type Network struct {
+	ID        string
+	Name      string
+	ProjectID string
+	MTU       int
+	SubnetIDs []string
+}
+
+// Subnet is a Neutron subnet's facts.
+type Subnet struct {
+	ID              string
+	NetworkID       string
+	CIDR            netip.Prefix
+	IPVersion       int
+	AllocationPools []Pool
+}
+
+// Pool is an allocation pool, inclusive at both ends.
+type Pool struct {
+	Start, End netip.Addr
+}
+
+// NotFoundError says an object does not exist (or is not visible to the project).
+type NotFoundError struct{ What string }
+
+func (e *NotFoundError) Error() string { return e.What + " not found" }
+
+// Network implements NetworkFacts.
+func (s *Session) Network(ctx context.Context, networkID string) (Network, error) {
+	var n struct {
+		networks.Network
+		mtu.NetworkMTUExt
+	}
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		return networks.Get(ctx, s.network, networkID).ExtractInto(&n)
+	})
+	if err != nil {
+		return Network{}, s.wrap(err, "reading network %s", networkID)
+	}
+	return Network{ID: n.ID, Name: n.Name, ProjectID: n.ProjectID, MTU: n.MTU, SubnetIDs: n.Subnets}, nil
+}
+
+// Subnet implements NetworkFacts.
+func (s *Session) Subnet(ctx context.Context, subnetID string) (Subnet, error) {
+	var sn *subnets.Subnet
+	err := s.retry.do(ctx, func(ctx context.Context) (err error) {
+		sn, err = subnets.Get(ctx, s.network, subnetID).Extract()
+		return err
+	})
+	if err != nil {
+		return Subnet{}, s.wrap(err, "reading subnet %s", subnetID)
+	}
+	cidr, err := netip.ParsePrefix(sn.CIDR)
+	if err != nil {
+		return Subnet{}, fmt.Errorf("subnet %s: Neutron answered CIDR %q: %w", subnetID, sn.CIDR, err)
+	}
+	out := Subnet{ID: sn.ID, NetworkID: sn.NetworkID, CIDR: cidr, IPVersion: sn.IPVersion}
+	for _, p := range sn.AllocationPools {
+		start, err1 := netip.ParseAddr(p.Start)
+		end, err2 := netip.ParseAddr(p.End)
+		if err1 != nil || err2 != nil {
+			return Subnet{}, fmt.Errorf("subnet %s: allocation pool %s-%s does not parse", subnetID, p.Start, p.End)
+		}
+		out.AllocationPools = append(out.AllocationPools, Pool{Start: start, End: end})
+	}
+	return out, nil
+}
+
+// AddressesOnSubnet implements NetworkFacts.
+func (s *Session) AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error) {
+	var all []ports.Port
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := ports.List(s.network, ports.ListOpts{FixedIPs: []ports.FixedIPOpts{{SubnetID: subnetID}}}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = ports.ExtractPorts(pages)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err, "listing ports on subnet %s", subnetID)
+	}
+	var out []netip.Addr
+	for _, p := range all {
+		for _, ip := range p.FixedIPs {
+			if ip.SubnetID != subnetID {
+				continue
+			}
+			if a, err := netip.ParseAddr(ip.IPAddress); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// PoolSize is how many addresses the pools hold.
+func PoolSize(pools []Pool) *big.Int {
+	total := new(big.Int)
+	for _, p := range pools {
+		n := new(big.Int).Sub(new(big.Int).SetBytes(p.End.AsSlice()), new(big.Int).SetBytes(p.Start.AsSlice()))
+		if n.Sign() < 0 {
+			continue
+		}
+		total.Add(total, n.Add(n, big.NewInt(1)))
+	}
+	return total
+}
+
+// UsedInPools counts the distinct addresses that fall inside the pools
+// (addresses outside them, such as a router's fixed gateway, take no room).
+func UsedInPools(pools []Pool, used []netip.Addr) int64 {
+	seen := map[netip.Addr]bool{}
+	for _, a := range used {
+		for _, p := range pools {
+			if p.Start.Compare(a) <= 0 && a.Compare(p.End) <= 0 {
+				seen[a] = true
+				break
+			}
+		}
+	}
+	return int64(len(seen))
+}
+
+// FreeAddresses is pool addresses minus the used ones in them; Neutron's
+// network-ip-availability says the same but is admin-only by default.
+// Capped at MaxInt64 for IPv6 pools.
+func FreeAddresses(pools []Pool, used []netip.Addr) int64 {
+	free := PoolSize(pools)
+	free.Sub(free, big.NewInt(UsedInPools(pools, used)))
+	if !free.IsInt64() {
+		return 1<<63 - 1
+	}
+	return free.Int64()
+}

@@ -1,0 +1,57 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+)
+
+// retryPolicy retries reads and deletes by ID — calls that are safe to repeat
+// — on answers that say "try again": 5xx, a timeout, a reset connection.
+type retryPolicy struct {
+	attempts int
+	backoff  time.Duration
+}
+
+var defaultRetry = retryPolicy{attempts: 4, backoff: 200 * time.Millisecond}
+
+// transient says whether err is worth trying again.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, code := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
+		if gophercloud.ResponseCodeIs(err, code) {
+			return true
+		}
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// do runs call until it succeeds, fails for good, or attempts run out.
+func (p retryPolicy) do(ctx context.Context, call func(context.Context) error) error {
+	var err error
+	wait := p.backoff
+	for attempt := 1; ; attempt++ {
+		if err = call(ctx); err == nil || !transient(err) || attempt >= p.attempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last answer: %v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}

@@ -1,0 +1,157 @@
+package openstack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"github.com/gophercloud/utils/v2/openstack/clientconfig"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The keys of a clouds.yaml Secret, the same as CAPO's identityRef Secrets.
+const (
+	CloudsSecretKey = "clouds.yaml"
+	CASecretKey     = "cacert"
+)
+
+// DefaultTimeout bounds each HTTP request to OpenStack: a hung API must not
+// hang a reconciler (CAPO's client has no timeout; ours does).
+const DefaultTimeout = 30 * time.Second
+
+// Credential is a clouds.yaml entry and its optional CA bundle.
+type Credential struct {
+	Cloud  clientconfig.Cloud
+	CACert []byte
+	// Name says where it came from (namespace/secret:cloud), for errors.
+	Name string
+}
+
+// CredentialFromSecret reads the clouds.yaml Secret the way CAPO does
+// (keys `clouds.yaml` and `cacert`).
+func CredentialFromSecret(ctx context.Context, c client.Reader, namespace, name, cloudName string) (Credential, error) {
+	where := fmt.Sprintf("Secret %s/%s, cloud %q", namespace, name, cloudName)
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return Credential{}, fmt.Errorf("reading %s: %w", where, err)
+	}
+	return CredentialFromData(secret.Data, where, cloudName)
+}
+
+// CredentialFromData parses the data of a clouds.yaml Secret.
+func CredentialFromData(data map[string][]byte, where, cloudName string) (Credential, error) {
+	raw, ok := data[CloudsSecretKey]
+	if !ok {
+		return Credential{}, fmt.Errorf("%s has no key %q", where, CloudsSecretKey)
+	}
+	var clouds clientconfig.Clouds
+	if err := yaml.Unmarshal(raw, &clouds); err != nil {
+		return Credential{}, fmt.Errorf("%s: clouds.yaml does not parse: %w", where, err)
+	}
+	cloud, ok := clouds.Clouds[cloudName]
+	if !ok {
+		return Credential{}, fmt.Errorf("%s: clouds.yaml has no cloud %q", where, cloudName)
+	}
+	return Credential{Cloud: cloud, CACert: data[CASecretKey], Name: where}, nil
+}
+
+// Options tune a Session; the zero value is what production uses.
+type Options struct {
+	// Timeout of each HTTP request; DefaultTimeout when zero.
+	Timeout time.Duration
+	// WrapTransport, when set, wraps the HTTP transport (tests count requests
+	// or inject faults with it).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// Session is an authenticated connection to one project.
+type Session struct {
+	provider  *gophercloud.ProviderClient
+	projectID string
+	name      string
+	network   *gophercloud.ServiceClient
+	lb        *gophercloud.ServiceClient
+	retry     retryPolicy
+}
+
+// NewSession authenticates with cred, as CAPO does (no environment
+// variables, reauthentication allowed), and returns a Session scoped to its
+// project.
+func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, error) {
+	clientOpts := &clientconfig.ClientOpts{EnvPrefix: "NO_ENV_VARIABLES_"}
+	if cred.Cloud.AuthInfo != nil {
+		clientOpts.AuthInfo = cred.Cloud.AuthInfo
+		clientOpts.AuthType = cred.Cloud.AuthType
+		clientOpts.RegionName = cred.Cloud.RegionName
+		clientOpts.EndpointType = cred.Cloud.EndpointType
+	}
+	authOpts, err := clientconfig.AuthOptions(clientOpts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cred.Name, err)
+	}
+	authOpts.AllowReauth = true
+	provider, err := gcopenstack.NewClient(authOpts.IdentityEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cred.Name, err)
+	}
+	provider.UserAgent.Prepend("capo-sharednet")
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cred.Cloud.Verify != nil {
+		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify //nolint:gosec // the cloud's own setting
+	}
+	if len(cred.CACert) > 0 {
+		tlsConfig.RootCAs = x509.NewCertPool()
+		if !tlsConfig.RootCAs.AppendCertsFromPEM(cred.CACert) {
+			return nil, fmt.Errorf("%s: cacert holds no PEM certificate", cred.Name)
+		}
+	}
+	var transport http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig}
+	if opts.WrapTransport != nil {
+		transport = opts.WrapTransport(transport)
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	provider.HTTPClient = http.Client{Transport: transport, Timeout: timeout}
+	if err := gcopenstack.Authenticate(ctx, provider, *authOpts); err != nil {
+		return nil, fmt.Errorf("%s: authentication refused or failed: %w", cred.Name, err)
+	}
+	result, ok := provider.GetAuthResult().(tokens.CreateResult)
+	if !ok {
+		return nil, fmt.Errorf("%s: unexpected authentication result %T", cred.Name, provider.GetAuthResult())
+	}
+	project, err := result.ExtractProject()
+	if err != nil || project == nil || project.ID == "" {
+		return nil, fmt.Errorf("%s: the token is not scoped to a project (set project_id or project_name): %v", cred.Name, err)
+	}
+	eo := gophercloud.EndpointOpts{Region: clientOpts.RegionName, Availability: gophercloud.Availability(cred.Cloud.EndpointType)}
+	if eo.Availability == "" {
+		eo.Availability = gophercloud.AvailabilityPublic
+	}
+	network, err := gcopenstack.NewNetworkV2(provider, eo)
+	if err != nil {
+		return nil, fmt.Errorf("%s: no network (Neutron) endpoint: %w", cred.Name, err)
+	}
+	s := &Session{provider: provider, projectID: project.ID, name: cred.Name, network: network, retry: defaultRetry}
+	// Octavia is optional for facts and shares; its absence is reported where it is needed.
+	if lb, err := gcopenstack.NewLoadBalancerV2(provider, eo); err == nil {
+		s.lb = lb
+	}
+	return s, nil
+}
+
+// ProjectID is the project the credential is scoped to. For a cluster's
+// credential (CAPO's identityRef) it is the cluster's project.
+func (s *Session) ProjectID() string { return s.projectID }
+
+var errNoLoadBalancer = errors.New("no load-balancer (Octavia) endpoint in the catalog")

@@ -1,0 +1,129 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+)
+
+// Sharer shares a VM-project network with a cluster's project (a Neutron RBAC
+// policy access_as_shared) and unshares it. Used with the VM project's credential.
+type Sharer interface {
+	// Share finds or creates the policy for (network, project); it never
+	// creates a second one, even when an earlier answer was lost.
+	Share(ctx context.Context, networkID, projectID string) (policyID string, err error)
+	// FindShare returns the policy for (network, project), or "" when none.
+	FindShare(ctx context.Context, networkID, projectID string) (string, error)
+	// Unshare deletes the policy. While the project still has ports on the
+	// network Neutron refuses (409): that is an *InUseError, never success.
+	Unshare(ctx context.Context, policyID string) error
+}
+
+// InUseError is Neutron refusing an unshare because the project still has
+// ports (nodes, load balancer VIPs) on the network.
+type InUseError struct {
+	PolicyID string
+	Answer   string
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("RBAC policy %s is still in use (ports of the project remain on the network): %s", e.PolicyID, e.Answer)
+}
+
+// IsInUse says whether err is an *InUseError.
+func IsInUse(err error) bool {
+	var inUse *InUseError
+	return errors.As(err, &inUse)
+}
+
+// FindShare implements Sharer.
+func (s *Session) FindShare(ctx context.Context, networkID, projectID string) (string, error) {
+	var found []rbacpolicies.RBACPolicy
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := rbacpolicies.List(s.network, rbacpolicies.ListOpts{
+			ObjectType: "network", ObjectID: networkID, Action: rbacpolicies.ActionAccessShared, TargetTenant: projectID,
+		}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		found, err = rbacpolicies.ExtractRBACPolicies(pages)
+		return err
+	})
+	if err != nil {
+		return "", s.wrap(err, "listing shares of network %s with project %s", networkID, projectID)
+	}
+	for _, p := range found {
+		if p.ObjectID == networkID && p.TargetTenant == projectID && p.Action == rbacpolicies.ActionAccessShared {
+			return p.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// Share implements Sharer. A create whose answer was lost is found by the
+// next lookup instead of being made twice; Neutron also refuses a duplicate
+// policy (409), which is read as "it exists".
+func (s *Session) Share(ctx context.Context, networkID, projectID string) (string, error) {
+	var lastErr error
+	for attempt := 0; attempt < s.retry.attempts; attempt++ {
+		id, err := s.FindShare(ctx, networkID, projectID)
+		if err != nil {
+			return "", err
+		}
+		if id != "" {
+			return id, nil
+		}
+		policy, err := rbacpolicies.Create(ctx, s.network, rbacpolicies.CreateOpts{
+			ObjectType: "network", ObjectID: networkID, Action: rbacpolicies.ActionAccessShared, TargetTenant: projectID,
+		}).Extract()
+		if err == nil {
+			return policy.ID, nil
+		}
+		if !transient(err) && !gophercloud.ResponseCodeIs(err, http.StatusConflict) {
+			return "", s.wrap(err, "sharing network %s with project %s", networkID, projectID)
+		}
+		lastErr = err
+	}
+	return "", s.wrap(lastErr, "sharing network %s with project %s", networkID, projectID)
+}
+
+// Unshare implements Sharer. A policy already gone is success: deleting by
+// its ID can only ever delete that policy.
+func (s *Session) Unshare(ctx context.Context, policyID string) error {
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		return rbacpolicies.Delete(ctx, s.network, policyID).ExtractErr()
+	})
+	switch {
+	case err == nil, gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return nil
+	case gophercloud.ResponseCodeIs(err, http.StatusConflict):
+		var unexpected gophercloud.ErrUnexpectedResponseCode
+		_ = errors.As(err, &unexpected)
+		return &InUseError{PolicyID: policyID, Answer: string(unexpected.Body)}
+	default:
+		return s.wrap(err, "unsharing (deleting RBAC policy %s)", policyID)
+	}
+}
+
+// PortsOfProjectOnNetwork lists, as the network's owner, the ports a project
+// holds on the network: what keeps an unshare refused.
+func (s *Session) PortsOfProjectOnNetwork(ctx context.Context, networkID, projectID string) ([]ports.Port, error) {
+	var all []ports.Port
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := ports.List(s.network, ports.ListOpts{NetworkID: networkID, ProjectID: projectID}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = ports.ExtractPorts(pages)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err, "listing ports of project %s on network %s", projectID, networkID)
+	}
+	return all, nil
+}
