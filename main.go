@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 )
 
@@ -25,7 +26,8 @@ func main() {
 	pflag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	pflag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	pflag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
-	pflag.StringVar(&opts.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own).")
+	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+manager.DefaultNamespace+").")
+	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
 	// Logging as CAPI's managers do it: --v for the level, --logging-format.
 	logOptions := logs.NewOptions()
 	logsv1.AddFlags(logOptions, pflag.CommandLine)

@@ -4,6 +4,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Ready condition of a SharedNetwork and its reasons, each one a person can act on.
+const (
+	ReadyCondition = "Ready"
+
+	ReasonFactsCurrent         = "FactsCurrent"
+	ReasonCredentialsInvalid   = "CredentialsInvalid"
+	ReasonNetworkNotFound      = "NetworkNotFound"
+	ReasonSubnetNotOnNetwork   = "SubnetNotOnNetwork"
+	ReasonOpenStackUnavailable = "OpenStackUnavailable"
+)
+
 // SharedNetworkFinalizer keeps a SharedNetwork until the shares it created are
 // removed from Neutron.
 const SharedNetworkFinalizer = "sharednet.capo.io/sharednetwork"
@@ -84,6 +95,11 @@ type SharedNetworkStatus struct {
 	// observedGeneration is the generation these facts were read for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// observedIdentityVersion is the resourceVersion of the credential Secret
+	// the facts were read with: a changed Secret is read again at once.
+	// +optional
+	ObservedIdentityVersion string `json:"observedIdentityVersion,omitempty"`
 
 	// conditions: Ready says whether the facts could be read.
 	// +optional

@@ -5,7 +5,9 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +26,9 @@ import (
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
 )
@@ -39,9 +43,16 @@ type Options struct {
 	LeaderElection         bool
 	LeaderElectionID       string
 	// Namespace holds the SharedNetwork credential Secrets; the manager
-	// caches Secrets of this namespace only.
+	// caches Secrets of this namespace only. DefaultNamespace when empty.
 	Namespace string
+	// Resync is how often SharedNetwork facts are read again from Neutron.
+	Resync time.Duration
+	// OpenStack tunes the OpenStack sessions (tests count requests with it).
+	OpenStack openstack.Options
 }
+
+// DefaultNamespace is where config/ installs the extension.
+const DefaultNamespace = "capo-sharednet-system"
 
 // NewScheme has every type the extension reads.
 func NewScheme() *runtime.Scheme {
@@ -73,13 +84,13 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the runtime extension server: %w", err)
 	}
 
-	cacheOpts := cache.Options{}
-	if opts.Namespace != "" {
-		// Credentials stay in the extension's namespace: never watch Secrets elsewhere.
-		cacheOpts.ByObject = map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-		}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
 	}
+	// Credentials stay in the extension's namespace: never watch Secrets elsewhere.
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+	}}
 	leaderElectionID := opts.LeaderElectionID
 	if leaderElectionID == "" {
 		leaderElectionID = "capo-sharednet.sharednet.capo.io"
@@ -105,6 +116,19 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// Registering through GetWebhookServer also adds the server to the
 	// manager's runnables: controller-runtime starts it only then.
 	mgr.GetWebhookServer().Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
+
+	sessions := &openstack.Sessions{Options: opts.OpenStack}
+	if err := (&controllers.SharedNetworkReconciler{
+		Client:    mgr.GetClient(),
+		Namespace: opts.Namespace,
+		Resync:    opts.Resync,
+		Recorder:  mgr.GetEventRecorderFor("capo-sharednet"),
+		Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.VMProjectCloud, error) {
+			return sessions.Get(ctx, id, version, cred)
+		},
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the SharedNetwork controller: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

@@ -16,8 +16,13 @@ import (
 type NetworkFacts interface {
 	Network(ctx context.Context, networkID string) (Network, error)
 	Subnet(ctx context.Context, subnetID string) (Subnet, error)
+	// Subnets are all subnets of the network, in one request.
+	Subnets(ctx context.Context, networkID string) ([]Subnet, error)
 	// AddressesOnSubnet are the fixed IPs every port holds on the subnet.
 	AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error)
+	// AddressesOnNetwork are the fixed IPs of every port on the network, by
+	// subnet ID, in one request.
+	AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error)
 }
 
 // Network is a Neutron network's facts.
@@ -73,16 +78,45 @@ func (s *Session) Subnet(ctx context.Context, subnetID string) (Subnet, error) {
 	if err != nil {
 		return Subnet{}, s.wrap(err, "reading subnet %s", subnetID)
 	}
+	return subnetFacts(sn)
+}
+
+// Subnets implements NetworkFacts.
+func (s *Session) Subnets(ctx context.Context, networkID string) ([]Subnet, error) {
+	var all []subnets.Subnet
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := subnets.List(s.network, subnets.ListOpts{NetworkID: networkID}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = subnets.ExtractSubnets(pages)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err, "listing subnets of network %s", networkID)
+	}
+	out := make([]Subnet, 0, len(all))
+	for i := range all {
+		f, err := subnetFacts(&all[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func subnetFacts(sn *subnets.Subnet) (Subnet, error) {
 	cidr, err := netip.ParsePrefix(sn.CIDR)
 	if err != nil {
-		return Subnet{}, fmt.Errorf("subnet %s: Neutron answered CIDR %q: %w", subnetID, sn.CIDR, err)
+		return Subnet{}, fmt.Errorf("subnet %s: Neutron answered CIDR %q: %w", sn.ID, sn.CIDR, err)
 	}
 	out := Subnet{ID: sn.ID, NetworkID: sn.NetworkID, CIDR: cidr, IPVersion: sn.IPVersion}
 	for _, p := range sn.AllocationPools {
 		start, err1 := netip.ParseAddr(p.Start)
 		end, err2 := netip.ParseAddr(p.End)
 		if err1 != nil || err2 != nil {
-			return Subnet{}, fmt.Errorf("subnet %s: allocation pool %s-%s does not parse", subnetID, p.Start, p.End)
+			return Subnet{}, fmt.Errorf("subnet %s: allocation pool %s-%s does not parse", sn.ID, p.Start, p.End)
 		}
 		out.AllocationPools = append(out.AllocationPools, Pool{Start: start, End: end})
 	}
@@ -91,9 +125,19 @@ func (s *Session) Subnet(ctx context.Context, subnetID string) (Subnet, error) {
 
 // AddressesOnSubnet implements NetworkFacts.
 func (s *Session) AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error) {
+	bySubnet, err := s.addresses(ctx, ports.ListOpts{FixedIPs: []ports.FixedIPOpts{{SubnetID: subnetID}}}, "subnet "+subnetID)
+	return bySubnet[subnetID], err
+}
+
+// AddressesOnNetwork implements NetworkFacts.
+func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error) {
+	return s.addresses(ctx, ports.ListOpts{NetworkID: networkID}, "network "+networkID)
+}
+
+func (s *Session) addresses(ctx context.Context, opts ports.ListOpts, where string) (map[string][]netip.Addr, error) {
 	var all []ports.Port
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := ports.List(s.network, ports.ListOpts{FixedIPs: []ports.FixedIPOpts{{SubnetID: subnetID}}}).AllPages(ctx)
+		pages, err := ports.List(s.network, opts).AllPages(ctx)
 		if err != nil {
 			return err
 		}
@@ -101,16 +145,13 @@ func (s *Session) AddressesOnSubnet(ctx context.Context, subnetID string) ([]net
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(err, "listing ports on subnet %s", subnetID)
+		return nil, s.wrap(err, "listing ports on %s", where)
 	}
-	var out []netip.Addr
+	out := map[string][]netip.Addr{}
 	for _, p := range all {
 		for _, ip := range p.FixedIPs {
-			if ip.SubnetID != subnetID {
-				continue
-			}
 			if a, err := netip.ParseAddr(ip.IPAddress); err == nil {
-				out = append(out, a)
+				out[ip.SubnetID] = append(out[ip.SubnetID], a)
 			}
 		}
 	}

@@ -19,6 +19,8 @@ type Sharer interface {
 	Share(ctx context.Context, networkID, projectID string) (policyID string, err error)
 	// FindShare returns the policy for (network, project), or "" when none.
 	FindShare(ctx context.Context, networkID, projectID string) (string, error)
+	// Shares are every access_as_shared policy of the network, by target project.
+	Shares(ctx context.Context, networkID string) (map[string]string, error)
 	// Unshare deletes the policy. While the project still has ports on the
 	// network Neutron refuses (409): that is an *InUseError, never success.
 	Unshare(ctx context.Context, policyID string) error
@@ -43,6 +45,16 @@ func IsInUse(err error) bool {
 
 // FindShare implements Sharer.
 func (s *Session) FindShare(ctx context.Context, networkID, projectID string) (string, error) {
+	shares, err := s.listShares(ctx, networkID, projectID)
+	return shares[projectID], err
+}
+
+// Shares implements Sharer.
+func (s *Session) Shares(ctx context.Context, networkID string) (map[string]string, error) {
+	return s.listShares(ctx, networkID, "")
+}
+
+func (s *Session) listShares(ctx context.Context, networkID, projectID string) (map[string]string, error) {
 	var found []rbacpolicies.RBACPolicy
 	err := s.retry.do(ctx, func(ctx context.Context) error {
 		pages, err := rbacpolicies.List(s.network, rbacpolicies.ListOpts{
@@ -55,14 +67,17 @@ func (s *Session) FindShare(ctx context.Context, networkID, projectID string) (s
 		return err
 	})
 	if err != nil {
-		return "", s.wrap(err, "listing shares of network %s with project %s", networkID, projectID)
+		return nil, s.wrap(err, "listing shares of network %s", networkID)
 	}
+	out := map[string]string{}
 	for _, p := range found {
-		if p.ObjectID == networkID && p.TargetTenant == projectID && p.Action == rbacpolicies.ActionAccessShared {
-			return p.ID, nil
+		// Filter again: a server ignoring a query parameter must not make us
+		// believe in a share that is not there.
+		if p.ObjectID == networkID && p.Action == rbacpolicies.ActionAccessShared && (projectID == "" || p.TargetTenant == projectID) {
+			out[p.TargetTenant] = p.ID
 		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // Share implements Sharer. A create whose answer was lost is found by the

@@ -1,0 +1,299 @@
+// Package controllers holds the extension's reconcilers. They stay thin: cloud
+// access is internal/openstack, rules are internal/rules.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+)
+
+// DefaultResync is how often a SharedNetwork's facts are read again from
+// Neutron when nothing in Kubernetes changed.
+const DefaultResync = 5 * time.Minute
+
+// VMProjectCloud is what the SharedNetwork controller needs from the VM
+// project: network facts and the shares the network holds.
+type VMProjectCloud interface {
+	openstack.NetworkFacts
+	Shares(ctx context.Context, networkID string) (map[string]string, error)
+}
+
+// Connector opens the VM project's cloud with a credential; version changes
+// when the credential does.
+type Connector func(ctx context.Context, id, version string, cred openstack.Credential) (VMProjectCloud, error)
+
+// SharedNetworkReconciler keeps each SharedNetwork's status current from
+// Neutron: MTU, subnets with pools and used/free addresses, the shares the
+// network holds, its consumers, and a Ready condition.
+type SharedNetworkReconciler struct {
+	Client client.Client
+	// Namespace holds the credential Secrets (the extension's own).
+	Namespace string
+	Connect   Connector
+	Resync    time.Duration
+	Recorder  record.EventRecorder
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the reconciler: SharedNetworks, their
+// credential Secrets and the attachments that consume them.
+func (r *SharedNetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sharedNetworksOfSecret)).
+		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.SharedNetwork}}}
+		})).
+		Named("sharednetwork").
+		Complete(r)
+}
+
+func (r *SharedNetworkReconciler) sharedNetworksOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.Namespace {
+		return nil
+	}
+	list := &sharednetv1.SharedNetworkList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, sn := range list.Items {
+		if sn.Spec.Identity.SecretName == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sn)})
+		}
+	}
+	return out
+}
+
+func (r *SharedNetworkReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *SharedNetworkReconciler) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return DefaultResync
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sn); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := sn.Status.DeepCopy()
+
+	consumers, err := r.consumers(ctx, sn.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	sn.Status.Consumers = consumers
+
+	secret := &corev1.Secret{}
+	secretErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: sn.Spec.Identity.SecretName}, secret)
+	if secretErr != nil && !apierrors.IsNotFound(secretErr) {
+		return reconcile.Result{}, secretErr
+	}
+
+	// Facts are read again when the spec or the credential changed, or the
+	// resync interval passed; otherwise no OpenStack call is made.
+	if wait, fresh := r.fresh(sn, secret); fresh {
+		return reconcile.Result{RequeueAfter: wait}, r.patchStatus(ctx, sn, before)
+	}
+
+	var result reconcile.Result
+	if secretErr != nil {
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid,
+			fmt.Sprintf("Secret %s/%s with the VM project's clouds.yaml does not exist; create it in the extension's namespace", r.Namespace, sn.Spec.Identity.SecretName))
+	} else {
+		result = r.refresh(ctx, sn, secret)
+	}
+	sn.Status.ObservedGeneration = sn.Generation
+	sn.Status.ObservedIdentityVersion = secret.ResourceVersion
+	if err := r.patchStatus(ctx, sn, before); err != nil {
+		return reconcile.Result{}, err
+	}
+	if result.RequeueAfter == 0 {
+		result.RequeueAfter = r.resync()
+	}
+	return result, nil
+}
+
+// fresh says whether the facts in status are still good, and for how long.
+func (r *SharedNetworkReconciler) fresh(sn *sharednetv1.SharedNetwork, secret *corev1.Secret) (time.Duration, bool) {
+	ready := meta.FindStatusCondition(sn.Status.Conditions, sharednetv1.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionTrue || sn.Status.LastRefreshTime == nil ||
+		sn.Status.ObservedGeneration != sn.Generation || sn.Status.ObservedIdentityVersion != secret.ResourceVersion {
+		return 0, false
+	}
+	age := r.now().Sub(sn.Status.LastRefreshTime.Time)
+	if age >= r.resync() {
+		return 0, false
+	}
+	return r.resync() - age, true
+}
+
+// refresh reads the facts from Neutron into sn.Status and sets Ready.
+func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.SharedNetwork, secret *corev1.Secret) reconcile.Result {
+	where := fmt.Sprintf("Secret %s/%s, cloud %q", secret.Namespace, secret.Name, sn.Spec.Identity.CloudName)
+	cred, err := openstack.CredentialFromData(secret.Data, where, sn.Spec.Identity.CloudName)
+	if err != nil {
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid, err.Error()+"; fix the Secret")
+		return reconcile.Result{}
+	}
+	cloud, err := r.Connect(ctx, string(secret.UID), secret.ResourceVersion, cred)
+	if err != nil {
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid, err.Error())
+		return reconcile.Result{RequeueAfter: time.Minute}
+	}
+	facts, err := readFacts(ctx, cloud, sn)
+	var notOnNetwork *subnetsNotOnNetworkError
+	switch {
+	case openstack.IsNotFound(err):
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonNetworkNotFound,
+			fmt.Sprintf("network %s is not visible to the VM project's credential (%s): check spec.networkID and that the credential belongs to the project that owns the network", sn.Spec.NetworkID, where))
+		return reconcile.Result{}
+	case errors.As(err, &notOnNetwork):
+		// The facts of the subnets that are there stay useful; the condition says what is wrong.
+		sn.Status.MTU, sn.Status.Subnets, sn.Status.Shares = facts.MTU, facts.Subnets, facts.Shares
+		sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonSubnetNotOnNetwork, err.Error())
+		return reconcile.Result{}
+	case err != nil:
+		// Keep the last known facts: a transient error must not make free
+		// addresses or shares look different from what they are.
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonOpenStackUnavailable, err.Error())
+		return reconcile.Result{RequeueAfter: 30 * time.Second}
+	}
+	sn.Status.MTU, sn.Status.Subnets, sn.Status.Shares = facts.MTU, facts.Subnets, facts.Shares
+	sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
+	r.setReady(sn, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
+		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets)))
+	for _, s := range facts.Subnets {
+		freeAddresses.WithLabelValues(sn.Name, s.ID).Set(float64(s.FreeAddresses))
+	}
+	return reconcile.Result{}
+}
+
+type subnetsNotOnNetworkError struct {
+	network string
+	missing []string
+}
+
+func (e *subnetsNotOnNetworkError) Error() string {
+	return fmt.Sprintf("subnet(s) %v of spec.subnets are not on network %s; remove them from spec.subnets or fix their IDs", e.missing, e.network)
+}
+
+// readFacts asks Neutron, in four requests whatever the number of subnets:
+// the network, its subnets, its ports and its shares.
+func readFacts(ctx context.Context, cloud VMProjectCloud, sn *sharednetv1.SharedNetwork) (sharednetv1.SharedNetworkStatus, error) {
+	var out sharednetv1.SharedNetworkStatus
+	network, err := cloud.Network(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	subnets, err := cloud.Subnets(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	addresses, err := cloud.AddressesOnNetwork(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	shares, err := cloud.Shares(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	out.MTU = int32(network.MTU) //nolint:gosec // MTUs fit
+	var missing []string
+	for _, id := range sn.Spec.Subnets {
+		i := slices.IndexFunc(subnets, func(s openstack.Subnet) bool { return s.ID == id })
+		if i < 0 {
+			missing = append(missing, id)
+			continue
+		}
+		s := subnets[i]
+		status := sharednetv1.SubnetStatus{
+			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion), //nolint:gosec // 4 or 6
+			UsedAddresses: openstack.UsedInPools(s.AllocationPools, addresses[s.ID]),
+			FreeAddresses: openstack.FreeAddresses(s.AllocationPools, addresses[s.ID]),
+		}
+		for _, p := range s.AllocationPools {
+			status.AllocationPools = append(status.AllocationPools, sharednetv1.AllocationPool{Start: p.Start.String(), End: p.End.String()})
+		}
+		out.Subnets = append(out.Subnets, status)
+	}
+	for project, policy := range shares {
+		out.Shares = append(out.Shares, sharednetv1.Share{ProjectID: project, RBACPolicyID: policy})
+	}
+	sort.Slice(out.Shares, func(i, j int) bool { return out.Shares[i].ProjectID < out.Shares[j].ProjectID })
+	if len(missing) > 0 {
+		return out, &subnetsNotOnNetworkError{network: sn.Spec.NetworkID, missing: missing}
+	}
+	return out, nil
+}
+
+func (r *SharedNetworkReconciler) consumers(ctx context.Context, name string) ([]sharednetv1.Consumer, error) {
+	list := &sharednetv1.SharedNetworkAttachmentList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	var out []sharednetv1.Consumer
+	for _, a := range list.Items {
+		if a.Spec.SharedNetwork == name {
+			out = append(out, sharednetv1.Consumer{Namespace: a.Namespace, Cluster: a.Spec.ClusterName, MachineDeployment: a.Spec.MachineDeploymentTopology, Subnet: a.Spec.Subnet})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Cluster+"/"+out[i].MachineDeployment < out[j].Namespace+"/"+out[j].Cluster+"/"+out[j].MachineDeployment
+	})
+	return out, nil
+}
+
+// setReady sets the Ready condition and records an Event when it changes.
+func (r *SharedNetworkReconciler) setReady(sn *sharednetv1.SharedNetwork, status metav1.ConditionStatus, reason, message string) {
+	old := meta.FindStatusCondition(sn.Status.Conditions, sharednetv1.ReadyCondition)
+	changed := old == nil || old.Status != status || old.Reason != reason
+	meta.SetStatusCondition(&sn.Status.Conditions, metav1.Condition{
+		Type: sharednetv1.ReadyCondition, Status: status, Reason: reason, Message: message, ObservedGeneration: sn.Generation,
+	})
+	if changed && r.Recorder != nil {
+		eventType := corev1.EventTypeNormal
+		if status != metav1.ConditionTrue {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Event(sn, eventType, reason, message)
+	}
+}
+
+func (r *SharedNetworkReconciler) patchStatus(ctx context.Context, sn *sharednetv1.SharedNetwork, before *sharednetv1.SharedNetworkStatus) error {
+	if equality.Semantic.DeepEqual(before, &sn.Status) {
+		return nil
+	}
+	return r.Client.Status().Update(ctx, sn)
+}
