@@ -1,0 +1,79 @@
+// Package testbed is test support for code that talks to the real OpenStack
+// test bed (hack/openstack-testbed, started by `make test`): its credentials,
+// a transport that counts requests, and a fault injector.
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+)
+
+// CloudsEnv names the clouds.yaml the test bed wrote; `make test` sets it.
+const CloudsEnv = "CAPO_SHAREDNET_TESTBED_CLOUDS"
+
+// Identities in the test bed's clouds.yaml.
+const (
+	Admin          = "admin"
+	VMProject      = "vm-project"
+	ClusterProject = "cluster-project"
+)
+
+// CloudsYAML returns the test bed's clouds.yaml. Outside `make test` (the
+// variable unset) the test is skipped; when set, a missing file fails it.
+func CloudsYAML(tb testing.TB) []byte {
+	tb.Helper()
+	path := os.Getenv(CloudsEnv)
+	if path == "" {
+		tb.Skipf("%s is not set: run `make test`, which starts the OpenStack test bed", CloudsEnv)
+	}
+	raw, err := os.ReadFile(filepath.Clean(path))
+	if err != nil {
+		tb.Fatalf("the OpenStack test bed's clouds.yaml: %v", err)
+	}
+	return raw
+}
+
+// Credential is one identity of the test bed.
+func Credential(tb testing.TB, cloud string) openstack.Credential {
+	tb.Helper()
+	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: CloudsYAML(tb)}, "test bed clouds.yaml", cloud)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cred
+}
+
+// Session authenticates as one identity of the test bed.
+func Session(tb testing.TB, cloud string, opts openstack.Options) *openstack.Session {
+	tb.Helper()
+	s, err := openstack.NewSession(context.Background(), Credential(tb, cloud), opts)
+	if err != nil {
+		tb.Fatalf("authenticating as %s: %v", cloud, err)
+	}
+	return s
+}
+
+// Name makes a unique name for objects a test creates.
+func Name(tb testing.TB, what string) string {
+	return fmt.Sprintf("%s-%s-%d", what, sanitize(tb.Name()), os.Getpid())
+}
+
+func sanitize(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			out = append(out, r)
+		} else {
+			out = append(out, '-')
+		}
+	}
+	if len(out) > 40 {
+		out = out[len(out)-40:]
+	}
+	return string(out)
+}
