@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,13 +21,22 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
 )
 
 // extensionConfigName is the ExtensionConfig the ClusterClass's handler names refer to.
 const extensionConfigName = "capo-sharednet"
 
-var env *testenv.Environment
+var (
+	env *testenv.Environment
+	// openstackRequests counts every request the extension makes to OpenStack.
+	openstackRequests = &testbed.Counter{}
+)
+
+// resync is short here so a test sees facts change within seconds.
+const resync = 3 * time.Second
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -42,6 +53,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	if err := sharednetv1.AddToScheme(env.Scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: manager.DefaultNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -63,6 +78,11 @@ func startExtension(ctx context.Context) error {
 	mgr, err := manager.New(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+		Namespace: manager.DefaultNamespace, Resync: resync,
+		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
+			openstackRequests.Next = next
+			return openstackRequests
+		}},
 	})
 	if err != nil {
 		return err

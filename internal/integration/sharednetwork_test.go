@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/mtu"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	neutronports "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+)
+
+// TestSharedNetworkStatusFollowsNeutron runs the SharedNetwork controller of
+// the real manager against the real OpenStack test bed.
+func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clouds := testbed.CloudsYAML(t)
+	vm := testbed.NewClients(t, testbed.VMProject)
+
+	n, err := networks.Create(ctx, vm.Network, networks.CreateOpts{Name: testbed.Name(t, "net")}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = networks.Delete(ctx, vm.Network, n.ID).ExtractErr() })
+	newSubnet := func(cidr string, pools []subnets.AllocationPool) string {
+		s, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: cidr, IPVersion: 4, AllocationPools: pools}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, s.ID).ExtractErr() })
+		return s.ID
+	}
+	first := newSubnet("172.22.0.0/24", []subnets.AllocationPool{{Start: "172.22.0.10", End: "172.22.0.29"}})
+	second := newSubnet("172.22.1.0/24", nil)
+	p, err := neutronports.Create(ctx, vm.Network, neutronports.CreateOpts{NetworkID: n.ID, FixedIPs: []neutronports.IP{{SubnetID: first}}}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = neutronports.Delete(ctx, vm.Network, p.ID).ExtractErr() })
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: testbed.Name(t, "vm")[:40]},
+		Data:       map[string][]byte{openstack.CloudsSecretKey: clouds},
+	}
+	secret.Name = strings.ToLower(strings.Trim(secret.Name, "-"))
+	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
+	sn := &sharednetv1.SharedNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "followed"},
+		Spec: sharednetv1.SharedNetworkSpec{
+			Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: testbed.VMProject},
+			NetworkID: n.ID, Subnets: []string{first, second},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, sn) })
+
+	get := func(g Gomega) *sharednetv1.SharedNetwork {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		return got
+	}
+	ready := func(got *sharednetv1.SharedNetwork) *metav1.Condition {
+		return meta.FindStatusCondition(got.Status.Conditions, sharednetv1.ReadyCondition)
+	}
+
+	g.Eventually(func(g Gomega) {
+		got := get(g)
+		g.Expect(ready(got)).NotTo(BeNil())
+		g.Expect(ready(got).Reason).To(Equal(sharednetv1.ReasonFactsCurrent), ready(got).Message)
+		g.Expect(got.Status.MTU).To(BeNumerically(">", 0))
+		f, ok := got.Status.Subnet(first)
+		g.Expect(ok).To(BeTrue())
+		g.Expect(f.CIDR).To(Equal("172.22.0.0/24"))
+		g.Expect(f.AllocationPools).To(Equal([]sharednetv1.AllocationPool{{Start: "172.22.0.10", End: "172.22.0.29"}}))
+		g.Expect(f.UsedAddresses).To(BeEquivalentTo(1))
+		g.Expect(f.FreeAddresses).To(BeEquivalentTo(19))
+	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
+
+	t.Run("steady state: one resync costs four requests", func(t *testing.T) {
+		g := NewWithT(t)
+		last := get(g).Status.LastRefreshTime.Time
+		g.Eventually(func() time.Time { return get(g).Status.LastRefreshTime.Time }, 3*resync, 200*time.Millisecond).Should(BeTemporally(">", last))
+		openstackRequests.Reset()
+		last = get(g).Status.LastRefreshTime.Time
+		g.Eventually(func() time.Time { return get(g).Status.LastRefreshTime.Time }, 3*resync, 200*time.Millisecond).Should(BeTemporally(">", last))
+		seen := openstackRequests.Reset()
+		t.Logf("requests in one resync: %d %v", len(seen), seen)
+		g.Expect(seen).To(HaveLen(4), "network, subnets, ports and shares; no new token")
+	})
+
+	t.Run("a changed MTU shows within one resync", func(t *testing.T) {
+		g := NewWithT(t)
+		before := get(g).Status.MTU
+		admin := testbed.NewClients(t, testbed.Admin)
+		_, err := networks.Update(ctx, admin.Network, n.ID, mtu.UpdateOptsExt{UpdateOptsBuilder: networks.UpdateOpts{}, MTU: int(before) - 50}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func() int32 { return get(g).Status.MTU }, 2*resync+5*time.Second, 200*time.Millisecond).Should(Equal(before - 50))
+	})
+
+	t.Run("a deleted subnet shows within one resync, with a reason to act on", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(subnets.Delete(ctx, vm.Network, second).ExtractErr()).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			got := get(g)
+			g.Expect(ready(got).Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready(got).Reason).To(Equal(sharednetv1.ReasonSubnetNotOnNetwork))
+			g.Expect(ready(got).Message).To(ContainSubstring(second))
+			_, stillThere := got.Status.Subnet(second)
+			g.Expect(stillThere).To(BeFalse())
+		}, 2*resync+5*time.Second, 200*time.Millisecond).Should(Succeed())
+	})
+
+	t.Run("bad credentials say so", func(t *testing.T) {
+		g := NewWithT(t)
+		latest := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(secret), latest)).To(Succeed())
+		latest.Data[openstack.CloudsSecretKey] = []byte(strings.ReplaceAll(string(clouds), "testbed-vm", "wrong-password"))
+		g.Expect(env.Client.Update(ctx, latest)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			got := get(g)
+			g.Expect(ready(got).Reason).To(Equal(sharednetv1.ReasonCredentialsInvalid))
+			g.Expect(ready(got).Message).NotTo(ContainSubstring("wrong-password"), "credentials are never echoed")
+		}, 2*resync+10*time.Second, 200*time.Millisecond).Should(Succeed())
+	})
+}
