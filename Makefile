@@ -22,8 +22,8 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-22s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: envtest-assets ## Run every test (unit, integration on a real kube-apiserver); installs what it needs.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./... -count=1 -timeout 30m
+test: ## Run every test (unit; integration on a real kube-apiserver and a real OpenStack); installs what it needs.
+	./hack/test.sh
 
 .PHONY: run
 run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(CERT_DIR)).
@@ -32,6 +32,16 @@ run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(C
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks (GeneratePatches vs a bare JSON round trip).
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./internal/integration/ -run '^$$' -bench GeneratePatches -benchmem
+
+.PHONY: testbed
+testbed: ## Install (once, as root) and start the OpenStack test bed on 127.0.0.1; prints clouds.yaml's path.
+	hack/openstack-testbed/testbed.sh install
+	hack/openstack-testbed/testbed.sh start
+	hack/openstack-testbed/testbed.sh clouds
+
+.PHONY: testbed-stop
+testbed-stop: ## Stop the OpenStack test bed.
+	hack/openstack-testbed/testbed.sh stop
 
 ##@ Build
 

@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+)
+
+// TestStatusNeverReportsAWrongFreeCount refreshes a SharedNetwork's facts
+// from the real Neutron through a fault injector: every refresh either
+// reports the true free count or keeps the last one and says Neutron is
+// unavailable.
+func TestStatusNeverReportsAWrongFreeCount(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clouds := testbed.CloudsYAML(t)
+	vm := testbed.NewClients(t, testbed.VMProject)
+	n, err := networks.Create(ctx, vm.Network, networks.CreateOpts{Name: testbed.Name(t, "net")}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = networks.Delete(ctx, vm.Network, n.ID).ExtractErr() })
+	s, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.23.0.0/24", IPVersion: 4,
+		AllocationPools: []subnets.AllocationPool{{Start: "172.23.0.10", End: "172.23.0.19"}}}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, s.ID).ExtractErr() })
+
+	injector := &testbed.FaultInjector{Hold: 2 * time.Second}
+	sessions := &openstack.Sessions{Options: openstack.Options{Timeout: 500 * time.Millisecond, WrapTransport: func(next http.RoundTripper) http.RoundTripper {
+		injector.Next = next
+		return injector
+	}}}
+	r := &SharedNetworkReconciler{Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (VMProjectCloud, error) {
+		return sessions.Get(ctx, id, version, cred)
+	}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "uid", ResourceVersion: "1"},
+		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}}
+	sn := &sharednetv1.SharedNetwork{Spec: sharednetv1.SharedNetworkSpec{
+		Identity: sharednetv1.VMProjectIdentity{SecretName: "vm", CloudName: testbed.VMProject}, NetworkID: n.ID, Subnets: []string{s.ID}}}
+
+	free := func() int64 {
+		f, ok := sn.Status.Subnet(s.ID)
+		g.Expect(ok).To(BeTrue())
+		return f.FreeAddresses
+	}
+	r.refresh(ctx, sn, secret)
+	g.Expect(meta.IsStatusConditionTrue(sn.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue())
+	g.Expect(free()).To(BeEquivalentTo(10))
+
+	var held []string
+	plans := [][]testbed.Fault{
+		{testbed.ServerError, testbed.ServerError, testbed.ServerError, testbed.ServerError},
+		{testbed.Pass, testbed.Reset, testbed.Reset, testbed.Reset, testbed.Reset},
+		{testbed.Pass, testbed.Pass, testbed.Timeout, testbed.Timeout, testbed.Timeout, testbed.Timeout},
+		{testbed.Pass, testbed.Pass, testbed.Pass, testbed.LostAnswer, testbed.ServerError, testbed.Reset, testbed.Timeout},
+		{testbed.ServerError, testbed.Pass, testbed.Reset},
+	}
+	for i, plan := range plans {
+		// Each round takes one more address, so a stale or partial count would show.
+		p, err := ports.Create(ctx, vm.Network, ports.CreateOpts{NetworkID: n.ID, FixedIPs: []ports.IP{{SubnetID: s.ID}}}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		held = append(held, p.ID)
+		t.Cleanup(func() { _ = ports.Delete(ctx, vm.Network, p.ID).ExtractErr() })
+		before := free()
+		injector.Plan = append([]testbed.Fault(nil), plan...)
+		r.refresh(ctx, sn, secret)
+		ready := meta.FindStatusCondition(sn.Status.Conditions, sharednetv1.ReadyCondition)
+		if ready.Status == metav1.ConditionTrue {
+			g.Expect(free()).To(BeEquivalentTo(10-len(held)), "round %d: a fresh count is the true count", i)
+		} else {
+			g.Expect(ready.Reason).To(Equal(sharednetv1.ReasonOpenStackUnavailable), "round %d: %s", i, ready.Message)
+			g.Expect(free()).To(Equal(before), "round %d: an unavailable Neutron leaves the last known count", i)
+		}
+	}
+	g.Expect(injector.Injected).To(BeNumerically(">", 10))
+	injector.Plan = nil
+	r.refresh(ctx, sn, secret)
+	g.Expect(free()).To(BeEquivalentTo(10 - len(held)))
+}

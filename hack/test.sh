@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make test`: everything the tests need, then every test.
+# - kube-apiserver and etcd built from source into bin/k8s (once);
+# - the OpenStack test bed (hack/openstack-testbed) installed from Debian
+#   packages (once, as root) and started when it is not running; a bed this
+#   script started is stopped again at the end.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+testbed=hack/openstack-testbed/testbed.sh
+
+assets=$(./hack/ensure-envtest-assets.sh)
+
+started=""
+if ! "$testbed" status >/dev/null 2>&1; then
+  "$testbed" install
+  "$testbed" start
+  started=yes
+fi
+stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
+trap stop_bed EXIT
+
+export KUBEBUILDER_ASSETS="$assets"
+export CAPO_SHAREDNET_TESTBED_CLOUDS="$("$testbed" clouds)"
+go test ./... -count=1 -timeout 40m "$@"
