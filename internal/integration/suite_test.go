@@ -79,6 +79,9 @@ func startExtension(ctx context.Context) error {
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 		Namespace: manager.DefaultNamespace, Resync: resync,
+		// The hook tests stand in for the attachment controller (they write
+		// the share the way it does); the life-cycle tests run it themselves.
+		WithoutAttachmentController: true,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			openstackRequests.Next = next
 			return openstackRequests

@@ -49,6 +49,9 @@ type Options struct {
 	Resync time.Duration
 	// OpenStack tunes the OpenStack sessions (tests count requests with it).
 	OpenStack openstack.Options
+	// WithoutAttachmentController leaves the attachment life cycle out, for
+	// tests that stand in for it to prove the hooks alone.
+	WithoutAttachmentController bool
 }
 
 // DefaultNamespace is where config/ installs the extension.
@@ -128,6 +131,20 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		},
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the SharedNetwork controller: %w", err)
+	}
+
+	if !opts.WithoutAttachmentController {
+		if err := (&controllers.AttachmentReconciler{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Namespace: opts.Namespace,
+			Recorder:  mgr.GetEventRecorderFor("capo-sharednet"),
+			Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.Cloud, error) {
+				return sessions.Get(ctx, id, version, cred)
+			},
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the attachment controller: %w", err)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

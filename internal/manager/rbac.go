@@ -11,5 +11,7 @@ package manager
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusters;openstackclustertemplates;openstackmachinetemplates;openstackmachines,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=capo-sharednet-system,resources=secrets,verbs=get;list;watch
+// The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,0 +1,381 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+const (
+	// AttachmentFinalizer keeps an attachment until its share is released.
+	AttachmentFinalizer = "sharednet.capo.io/attachment"
+	// ClusterLabel names the Cluster of an attachment.
+	ClusterLabel = "sharednet.capo.io/cluster"
+	// sharedAnnotationPrefix + topology on the Cluster records the share a
+	// nodegroup got; changing it is the nudge that makes CAPI's topology
+	// controller call GeneratePatches again.
+	sharedAnnotationPrefix = "sharednet.capo.io/shared."
+
+	pollRollout = 10 * time.Second
+	pollCloud   = time.Minute
+)
+
+// Cloud is what the attachment life cycle needs from OpenStack, for one
+// credential: the project it is scoped to, shares (VM project) and load
+// balancers (cluster project).
+type Cloud interface {
+	ProjectID() string
+	openstack.Sharer
+	openstack.LoadBalancers
+}
+
+// CloudConnector opens a Cloud with a credential; version changes when the credential does.
+type CloudConnector func(ctx context.Context, id, version string, cred openstack.Credential) (Cloud, error)
+
+// AttachmentReconciler drives each nodegroup whose `sharedNetwork` variable
+// is set through share, rollout, detach and unshare, recording it in a
+// SharedNetworkAttachment. It reconciles Clusters and works per
+// MachineDeployment topology; every step is idempotent, so a restart at any
+// point converges without a second share or a second rollout.
+type AttachmentReconciler struct {
+	Client client.Client
+	// APIReader reads the cluster's identity Secret (not cached: the
+	// manager caches Secrets of its own namespace only).
+	APIReader client.Reader
+	// Namespace holds the VM-project credential Secrets.
+	Namespace string
+	Connect   CloudConnector
+	Recorder  record.EventRecorder
+}
+
+// SetupWithManager registers the reconciler.
+func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byClusterLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&clusterv1.Cluster{}).
+		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
+		})).
+		Watches(&clusterv1.MachineDeployment{}, byClusterLabel).
+		Watches(&clusterv1.Machine{}, byClusterLabel).
+		Watches(&infrav1.OpenStackMachine{}, byClusterLabel).
+		Named("sharednetworkattachment").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		cluster = nil
+	}
+	attachments := &sharednetv1.SharedNetworkAttachmentList{}
+	if err := r.Client.List(ctx, attachments, client.InNamespace(req.Namespace), client.MatchingLabels{ClusterLabel: req.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	byTopology := map[string]*sharednetv1.SharedNetworkAttachment{}
+	for i := range attachments.Items {
+		byTopology[attachments.Items[i].Spec.MachineDeploymentTopology] = &attachments.Items[i]
+	}
+
+	values := map[string]sharednetv1.SharedNetworkVariable{}
+	if cluster != nil && cluster.DeletionTimestamp.IsZero() && cluster.Spec.Topology.IsDefined() {
+		var err error
+		if values, err = variables.Nodegroups(cluster); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	var result reconcile.Result
+	var errs []error
+	for topology, value := range values {
+		res, err := r.attach(ctx, cluster, topology, value, byTopology[topology])
+		errs, result = append(errs, err), earliest(result, res)
+	}
+	for topology, attachment := range byTopology {
+		if _, wanted := values[topology]; wanted && attachment.DeletionTimestamp.IsZero() {
+			continue
+		}
+		res, err := r.detach(ctx, cluster, attachment)
+		errs, result = append(errs, err), earliest(result, res)
+	}
+	return result, errors.Join(errs...)
+}
+
+func earliest(a, b reconcile.Result) reconcile.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter != 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// attach walks one nodegroup towards Attached: attachment, share, nudge, rollout.
+func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, a *sharednetv1.SharedNetworkAttachment) (reconcile.Result, error) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
+		return reconcile.Result{}, fmt.Errorf("nodegroup %s: SharedNetwork %s: %w", topology, value.Name, err)
+	}
+	subnet, v := rules.OneSubnet(sn.Name, subnetIDs(sn), sn.Spec.Subnets, value.Subnet)
+	if v != nil {
+		return reconcile.Result{RequeueAfter: pollCloud}, fmt.Errorf("nodegroup %s: %w", topology, v)
+	}
+	a, err := r.ensureAttachment(ctx, cluster, topology, sn.Name, subnet, a)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	before := a.Status.DeepCopy()
+	defer func() { _ = r.patchStatus(ctx, a, before) }()
+
+	if !a.ShareEstablished() {
+		a.Status.Phase = sharednetv1.PhaseSharing
+		share, err := r.share(ctx, cluster, sn)
+		if err != nil {
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, "ShareFailed", err.Error())
+			return reconcile.Result{RequeueAfter: pollRollout}, nil
+		}
+		a.Status.Share = share
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, "Shared",
+			fmt.Sprintf("network %s is shared with project %s (RBAC policy %s)", sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID))
+		// Record the share before the nudge: GeneratePatches reads it.
+		if err := r.patchStatus(ctx, a, before); err != nil {
+			return reconcile.Result{}, err
+		}
+		before = a.Status.DeepCopy()
+	}
+	if err := r.nudge(ctx, cluster, topology, a.Status.Share.RBACPolicyID); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.observeRollout(ctx, cluster, topology, sn, a, true)
+}
+
+// observeRollout fills nodes and load balancers and sets the phase.
+func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment, attaching bool) (reconcile.Result, error) {
+	facts, _ := sn.Status.Subnet(a.Spec.Subnet)
+	prefix, _ := netip.ParsePrefix(facts.CIDR)
+	rollout, carries, err := r.measure(ctx, cluster.Namespace, cluster.Name, topology, prefix)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	a.Status.DesiredNodes = rollout.Desired
+	a.Status.AttachedNodes = int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
+	a.Status.Nodes = rollout.Nodes
+	r.observeLoadBalancers(ctx, cluster, a)
+	switch {
+	case attaching && rollout.Attached(carries):
+		a.Status.Phase = sharednetv1.PhaseAttached
+		a.Status.Message = fmt.Sprintf("%d/%d nodes have an address on subnet %s", len(rollout.Nodes), rollout.Desired, a.Spec.Subnet)
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionTrue, "Attached", a.Status.Message)
+		return reconcile.Result{RequeueAfter: pollCloud}, nil
+	case attaching:
+		a.Status.Phase = sharednetv1.PhaseRollingOut
+		a.Status.Message = fmt.Sprintf("rolling out: %d/%d nodes replaced, %d with an address on subnet %s", rollout.OnCurrentTemplate, rollout.Desired, len(rollout.Nodes), a.Spec.Subnet)
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, "RollingOut", a.Status.Message)
+	}
+	return reconcile.Result{RequeueAfter: pollRollout}, nil
+}
+
+// measure reads the nodegroup's MachineDeployment, machines and
+// OpenStackMachines; carries says whether its current template has the port.
+func (r *AttachmentReconciler) measure(ctx context.Context, namespace, cluster, topology string, subnet netip.Prefix) (Rollout, bool, error) {
+	mds := &clusterv1.MachineDeploymentList{}
+	if err := r.Client.List(ctx, mds, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topology}); err != nil {
+		return Rollout{}, false, err
+	}
+	if len(mds.Items) == 0 {
+		return Rollout{}, false, nil
+	}
+	md := &mds.Items[0]
+	carries := false
+	tmpl := &infrav1.OpenStackMachineTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: md.Spec.Template.Spec.InfrastructureRef.Name}, tmpl); err == nil {
+		carries = sharedport.Carried(tmpl.Spec.Template.Spec.Ports) != nil
+	} else if !apierrors.IsNotFound(err) {
+		return Rollout{}, false, err
+	}
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+		return Rollout{}, false, err
+	}
+	osms := &infrav1.OpenStackMachineList{}
+	if err := r.Client.List(ctx, osms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		return Rollout{}, false, err
+	}
+	byName := map[string]*infrav1.OpenStackMachine{}
+	for i := range osms.Items {
+		byName[osms.Items[i].Name] = &osms.Items[i]
+	}
+	return MeasureRollout(md, machines.Items, byName, subnet), carries, nil
+}
+
+// observeLoadBalancers lists the LBs of the cluster's project on the subnet
+// (the detach rule and the cluster owner both need them).
+func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) {
+	if cluster == nil {
+		return
+	}
+	cloud, err := r.clusterCloud(ctx, cluster)
+	if err != nil {
+		return
+	}
+	lbs, err := cloud.OnSubnet(ctx, a.Spec.Subnet)
+	if err != nil {
+		return // keep the last known list
+	}
+	a.Status.LoadBalancers = nil
+	for _, lb := range lbs {
+		a.Status.LoadBalancers = append(a.Status.LoadBalancers, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: lb.Service})
+	}
+}
+
+func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *clusterv1.Cluster, topology, network, subnet string, a *sharednetv1.SharedNetworkAttachment) (*sharednetv1.SharedNetworkAttachment, error) {
+	spec := sharednetv1.SharedNetworkAttachmentSpec{ClusterName: cluster.Name, MachineDeploymentTopology: topology, SharedNetwork: network, Subnet: subnet}
+	if a == nil {
+		a = &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{
+			Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology),
+			Labels: map[string]string{ClusterLabel: cluster.Name, clusterv1.ClusterNameLabel: cluster.Name},
+		}}
+		a.Spec = spec
+		controllerutil.AddFinalizer(a, AttachmentFinalizer)
+		if err := controllerutil.SetOwnerReference(cluster, a, r.Client.Scheme()); err != nil {
+			return nil, err
+		}
+		if err := r.Client.Create(ctx, a); err != nil {
+			return nil, fmt.Errorf("creating SharedNetworkAttachment %s: %w", a.Name, err)
+		}
+		a.Status.Phase = sharednetv1.PhaseValidating
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Attaching", "nodegroup %s: attaching to SharedNetwork %s, subnet %s", topology, network, subnet)
+		return a, nil
+	}
+	if a.Spec != spec {
+		a.Spec = spec // a new subnet of the same network: the share stays, the port changes
+		if err := r.Client.Update(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// share finds or creates the RBAC share of the SharedNetwork's network with
+// the cluster's project, with the VM project's credential.
+func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork) (*sharednetv1.Share, error) {
+	clusterCloud, err := r.clusterCloud(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := r.vmCloud(ctx, sn)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := vm.Share(ctx, sn.Spec.NetworkID, clusterCloud.ProjectID())
+	if err != nil {
+		return nil, err
+	}
+	return &sharednetv1.Share{ProjectID: clusterCloud.ProjectID(), RBACPolicyID: policy}, nil
+}
+
+// nudge records the share on the Cluster; the change makes CAPI's topology
+// controller reconcile, and GeneratePatches then emits the port.
+func (r *AttachmentReconciler) nudge(ctx context.Context, cluster *clusterv1.Cluster, topology, value string) error {
+	key := sharedAnnotationPrefix + topology
+	if cluster.Annotations[key] == value {
+		return nil
+	}
+	patch := client.MergeFrom(cluster.DeepCopy())
+	if value == "" {
+		delete(cluster.Annotations, key)
+	} else {
+		if cluster.Annotations == nil {
+			cluster.Annotations = map[string]string{}
+		}
+		cluster.Annotations[key] = value
+	}
+	return r.Client.Patch(ctx, cluster, patch)
+}
+
+// clusterCloud connects with the cluster's own credential (CAPO's identityRef).
+func (r *AttachmentReconciler) clusterCloud(ctx context.Context, cluster *clusterv1.Cluster) (Cloud, error) {
+	osc := &infrav1.OpenStackCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
+		return nil, fmt.Errorf("the cluster's OpenStackCluster is not there yet: %w", err)
+	}
+	id := osc.Spec.IdentityRef
+	return r.connect(ctx, r.APIReader, cluster.Namespace, id.Name, id.CloudName)
+}
+
+// vmCloud connects with the SharedNetwork's VM-project credential.
+func (r *AttachmentReconciler) vmCloud(ctx context.Context, sn *sharednetv1.SharedNetwork) (Cloud, error) {
+	return r.connect(ctx, r.Client, r.Namespace, sn.Spec.Identity.SecretName, sn.Spec.Identity.CloudName)
+}
+
+func (r *AttachmentReconciler) connect(ctx context.Context, reader client.Reader, namespace, name, cloudName string) (Cloud, error) {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("reading credential Secret %s/%s: %w", namespace, name, err)
+	}
+	cred, err := openstack.CredentialFromData(secret.Data, fmt.Sprintf("Secret %s/%s, cloud %q", namespace, name, cloudName), cloudName)
+	if err != nil {
+		return nil, err
+	}
+	return r.Connect(ctx, string(secret.UID)+"/"+cloudName, secret.ResourceVersion, cred)
+}
+
+func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment, cluster *clusterv1.Cluster, kind string, status metav1.ConditionStatus, reason, message string) {
+	old := meta.FindStatusCondition(a.Status.Conditions, kind)
+	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: kind, Status: status, Reason: reason, Message: message, ObservedGeneration: a.Generation})
+	if status != metav1.ConditionTrue {
+		a.Status.Message = message
+	}
+	if (old == nil || old.Status != status || old.Reason != reason) && cluster != nil {
+		eventType := corev1.EventTypeNormal
+		if status == metav1.ConditionFalse && reason != "RollingOut" && reason != "Detaching" {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(cluster, eventType, reason, "nodegroup %s: %s", a.Spec.MachineDeploymentTopology, message)
+	}
+}
+
+func (r *AttachmentReconciler) patchStatus(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, before *sharednetv1.SharedNetworkAttachmentStatus) error {
+	if a.UID == "" || equalAttachmentStatus(before, &a.Status) {
+		return nil
+	}
+	a.Status.ObservedGeneration = a.Generation
+	return r.Client.Status().Update(ctx, a)
+}
+
+func subnetIDs(sn *sharednetv1.SharedNetwork) []string {
+	ids := make([]string, 0, len(sn.Status.Subnets))
+	for _, s := range sn.Status.Subnets {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}

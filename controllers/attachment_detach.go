@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+)
+
+// detach walks a nodegroup whose variable was removed (or whose cluster is
+// being deleted) towards Detached: wait for the rollout without the port,
+// unshare when no other attachment of the project uses the share, then let
+// the attachment go. Neutron refusing the unshare (409) means "not yet".
+func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) (reconcile.Result, error) {
+	before := a.Status.DeepCopy()
+	defer func() { _ = r.patchStatus(ctx, a, before) }()
+
+	sn := &sharednetv1.SharedNetwork{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+		return reconcile.Result{}, fmt.Errorf("attachment %s: SharedNetwork %s: %w", a.Name, a.Spec.SharedNetwork, err)
+	}
+	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
+		a.Status.Phase = sharednetv1.PhaseDetaching
+		facts, _ := sn.Status.Subnet(a.Spec.Subnet)
+		prefix, _ := netip.ParsePrefix(facts.CIDR)
+		rollout, carries, err := r.measure(ctx, cluster.Namespace, cluster.Name, a.Spec.MachineDeploymentTopology, prefix)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
+		if !rollout.Detached(carries) {
+			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, "Detaching",
+				fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(rollout.Nodes), a.Spec.Subnet))
+			return reconcile.Result{RequeueAfter: pollRollout}, nil
+		}
+	}
+
+	if a.Status.Share != nil && !r.shareUsedElsewhere(ctx, a, sn) {
+		vm, err := r.vmCloud(ctx, sn)
+		if err == nil {
+			err = vm.Unshare(ctx, a.Status.Share.RBACPolicyID)
+		}
+		if err != nil {
+			r.observeLoadBalancers(ctx, cluster, a)
+			reason, message := "UnshareFailed", err.Error()
+			if openstack.IsInUse(err) {
+				a.Status.Phase, reason = sharednetv1.PhaseDetaching, "PortsRemain"
+				message = fmt.Sprintf("Neutron keeps the share while the project has ports on the network: %v", err)
+				if len(a.Status.LoadBalancers) > 0 {
+					a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
+					message = "load balancers still have their address on the shared subnet: " + describe(a.Status.LoadBalancers) + "; delete their Services and Gateways"
+				}
+			}
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
+			return reconcile.Result{RequeueAfter: pollRollout}, nil
+		}
+	}
+	a.Status.Phase = sharednetv1.PhaseDetached
+	a.Status.Share = nil
+	r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, "Unshared", "the nodegroup is detached and the network is no longer shared for it")
+	if err := r.patchStatus(ctx, a, before); err != nil {
+		return reconcile.Result{}, err
+	}
+	before = a.Status.DeepCopy()
+	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
+		if err := r.nudge(ctx, cluster, a.Spec.MachineDeploymentTopology, ""); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if controllerutil.RemoveFinalizer(a, AttachmentFinalizer) {
+		if err := r.Client.Update(ctx, a); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if a.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, a); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	a.UID = "" // gone: nothing more to write
+	return reconcile.Result{}, nil
+}
+
+// shareUsedElsewhere says whether another live attachment holds the same
+// share (same network, same project): one share per (network, project).
+func (r *AttachmentReconciler) shareUsedElsewhere(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sn *sharednetv1.SharedNetwork) bool {
+	all := &sharednetv1.SharedNetworkAttachmentList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return true // when in doubt, keep the share
+	}
+	for _, other := range all.Items {
+		if other.UID == a.UID || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil {
+			continue
+		}
+		if other.Status.Share.RBACPolicyID == a.Status.Share.RBACPolicyID {
+			return true
+		}
+		otherSN := &sharednetv1.SharedNetwork{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: other.Spec.SharedNetwork}, otherSN); err == nil &&
+			otherSN.Spec.NetworkID == sn.Spec.NetworkID && other.Status.Share.ProjectID == a.Status.Share.ProjectID {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(lbs []sharednetv1.LoadBalancer) string {
+	parts := make([]string, 0, len(lbs))
+	for _, lb := range lbs {
+		s := fmt.Sprintf("%s (VIP %s", lb.Name, lb.VIP)
+		if lb.Service != "" {
+			s += ", Service " + lb.Service
+		}
+		parts = append(parts, s+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func equalAttachmentStatus(a, b *sharednetv1.SharedNetworkAttachmentStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
