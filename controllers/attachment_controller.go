@@ -22,6 +22,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
@@ -42,18 +43,6 @@ const (
 	pollCloud   = time.Minute
 )
 
-// Cloud is what the attachment life cycle needs from OpenStack, for one
-// credential: the project it is scoped to, shares (VM project) and load
-// balancers (cluster project).
-type Cloud interface {
-	ProjectID() string
-	openstack.Sharer
-	openstack.LoadBalancers
-}
-
-// CloudConnector opens a Cloud with a credential; version changes when the credential does.
-type CloudConnector func(ctx context.Context, id, version string, cred openstack.Credential) (Cloud, error)
-
 // AttachmentReconciler drives each nodegroup whose `sharedNetwork` variable
 // is set through share, rollout, detach and unshare, recording it in a
 // SharedNetworkAttachment. It reconciles Clusters and works per
@@ -61,13 +50,9 @@ type CloudConnector func(ctx context.Context, id, version string, cred openstack
 // point converges without a second share or a second rollout.
 type AttachmentReconciler struct {
 	Client client.Client
-	// APIReader reads the cluster's identity Secret (not cached: the
-	// manager caches Secrets of its own namespace only).
-	APIReader client.Reader
-	// Namespace holds the VM-project credential Secrets.
-	Namespace string
-	Connect   CloudConnector
-	Recorder  record.EventRecorder
+	// Credentials opens sessions with the cluster's and the VM project's credentials.
+	Credentials *credentials.Source
+	Recorder    record.EventRecorder
 }
 
 // SetupWithManager registers the reconciler.
@@ -323,30 +308,14 @@ func (r *AttachmentReconciler) nudge(ctx context.Context, cluster *clusterv1.Clu
 }
 
 // clusterCloud connects with the cluster's own credential (CAPO's identityRef).
-func (r *AttachmentReconciler) clusterCloud(ctx context.Context, cluster *clusterv1.Cluster) (Cloud, error) {
-	osc := &infrav1.OpenStackCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
-		return nil, fmt.Errorf("the cluster's OpenStackCluster is not there yet: %w", err)
-	}
-	id := osc.Spec.IdentityRef
-	return r.connect(ctx, r.APIReader, cluster.Namespace, id.Name, id.CloudName)
+func (r *AttachmentReconciler) clusterCloud(ctx context.Context, cluster *clusterv1.Cluster) (*openstack.Session, error) {
+	session, _, err := r.Credentials.ForCluster(ctx, cluster)
+	return session, err
 }
 
 // vmCloud connects with the SharedNetwork's VM-project credential.
-func (r *AttachmentReconciler) vmCloud(ctx context.Context, sn *sharednetv1.SharedNetwork) (Cloud, error) {
-	return r.connect(ctx, r.Client, r.Namespace, sn.Spec.Identity.SecretName, sn.Spec.Identity.CloudName)
-}
-
-func (r *AttachmentReconciler) connect(ctx context.Context, reader client.Reader, namespace, name, cloudName string) (Cloud, error) {
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-		return nil, fmt.Errorf("reading credential Secret %s/%s: %w", namespace, name, err)
-	}
-	cred, err := openstack.CredentialFromData(secret.Data, fmt.Sprintf("Secret %s/%s, cloud %q", namespace, name, cloudName), cloudName)
-	if err != nil {
-		return nil, err
-	}
-	return r.Connect(ctx, string(secret.UID)+"/"+cloudName, secret.ResourceVersion, cred)
+func (r *AttachmentReconciler) vmCloud(ctx context.Context, sn *sharednetv1.SharedNetwork) (*openstack.Session, error) {
+	return r.Credentials.ForSharedNetwork(ctx, sn)
 }
 
 func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment, cluster *clusterv1.Cluster, kind string, status metav1.ConditionStatus, reason, message string) {

@@ -14,13 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
 )
 
@@ -59,6 +62,9 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 	ns := grantedNamespace(ctx, g)
 	createSharedNetworks(ctx, g, ns)
 	class := "shared-network"
+	// Admission asks the cluster's project (port quota, load balancers) with
+	// the cluster's own credential, here the test bed's cluster project.
+	clusterIdentity(ctx, t, ns, class)
 	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
 		Name: "shared-network",
 		External: &clusterv1.ExternalPatchDefinition{
@@ -220,6 +226,22 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 		g.Expect(ports(ctx, g, ns, detached.Nodegroups["md-a"].Template)).To(BeEmpty())
 	})
+}
+
+// clusterIdentity writes the identityRef Secret the harness's
+// OpenStackClusterTemplate names (<class>-cloud-config, cloud "openstack")
+// with the test bed's cluster-project credential.
+func clusterIdentity(ctx context.Context, t *testing.T, ns, class string) {
+	g := NewWithT(t)
+	var clouds map[string]map[string]any
+	g.Expect(yaml.Unmarshal(testbed.CloudsYAML(t), &clouds)).To(Succeed())
+	clouds["clouds"]["openstack"] = clouds["clouds"][testbed.ClusterProject]
+	raw, err := yaml.Marshal(clouds)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: class + "-cloud-config"},
+		Data:       map[string][]byte{openstack.CloudsSecretKey: raw},
+	})).To(Succeed())
 }
 
 // grantedNamespace makes a namespace the SharedNetwork vm-net grants.

@@ -27,6 +27,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
@@ -111,7 +112,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 
-	checker := &preflight.Checker{Reader: mgr.GetClient()}
+	sessions := &openstack.Sessions{Options: opts.OpenStack}
+	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
+	checker := &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds}
 	h := &hooks.Handlers{Reader: mgr.GetClient(), Preflight: checker}
 	if err := h.Register(srv); err != nil {
 		return nil, fmt.Errorf("registering hooks: %w", err)
@@ -120,7 +123,6 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// manager's runnables: controller-runtime starts it only then.
 	mgr.GetWebhookServer().Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
 
-	sessions := &openstack.Sessions{Options: opts.OpenStack}
 	if err := (&controllers.SharedNetworkReconciler{
 		Client:    mgr.GetClient(),
 		Namespace: opts.Namespace,
@@ -135,13 +137,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 	if !opts.WithoutAttachmentController {
 		if err := (&controllers.AttachmentReconciler{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Namespace: opts.Namespace,
-			Recorder:  mgr.GetEventRecorderFor("capo-sharednet"),
-			Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.Cloud, error) {
-				return sessions.Get(ctx, id, version, cred)
-			},
+			Client:      mgr.GetClient(),
+			Credentials: creds,
+			Recorder:    mgr.GetEventRecorderFor("capo-sharednet"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the attachment controller: %w", err)
 		}

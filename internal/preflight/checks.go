@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
@@ -102,14 +104,65 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		errs = append(errs, v)
 	}
 	if scope == All {
-		if err := c.capacity(ctx, cluster, topology, sn, subnet, facts); err != nil {
+		live, err := c.live(ctx, cluster)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if live != nil && live.networkMTU > 0 {
+			if v := rules.MTU(sn.Name, int(sn.Status.MTU), live.networkMTU); v != nil {
+				errs = append(errs, v)
+			}
+		}
+		if err := c.capacity(ctx, cluster, topology, sn, subnet, facts, live); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Checker) capacity(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, subnet string, facts sharednetv1.SubnetStatus) error {
+// liveFacts are the answers only the cluster's project can give.
+type liveFacts struct {
+	networkMTU    int  // 0 while the cluster network does not exist
+	portQuotaFree *int // nil when unlimited
+	session       *openstack.Session
+}
+
+// live asks the cluster's project, with a short timeout. A cluster whose
+// OpenStackCluster does not exist yet (it is being created) has no project
+// to ask: nil, and the attachment controller checks again before sharing.
+// A cluster that has one but cannot be asked is refused: an unchecked
+// attach is never accepted.
+func (c *Checker) live(ctx context.Context, cluster *clusterv1.Cluster) (*liveFacts, error) {
+	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
+		return nil, nil
+	}
+	timeout := c.CloudTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %w", err)
+	}
+	out := &liveFacts{session: session}
+	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
+		network, err := session.Network(ctx, osc.Status.Network.ID)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the cluster network's MTU; nothing was changed: %w", err)
+		}
+		out.networkMTU = network.MTU
+	}
+	quota, err := session.Ports(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the cluster project's port quota; nothing was changed: %w", err)
+	}
+	out.portQuotaFree = quota.Free()
+	return out, nil
+}
+
+func (c *Checker) capacity(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, subnet string, facts sharednetv1.SubnetStatus, live *liveFacts) error {
 	others, err := c.consumers(ctx, sn, subnet, client.ObjectKeyFromObject(cluster), topology)
 	if err != nil {
 		return err
@@ -118,7 +171,11 @@ func (c *Checker) capacity(ctx context.Context, cluster *clusterv1.Cluster, topo
 	if err != nil {
 		return err
 	}
-	if v := rules.Capacity(rules.CapacityInput{Subnet: subnet, FreeAddresses: int(facts.FreeAddresses), New: self, Others: others}); v != nil {
+	in := rules.CapacityInput{Subnet: subnet, FreeAddresses: int(facts.FreeAddresses), New: self, Others: others}
+	if live != nil {
+		in.PortQuotaFree = live.portQuotaFree
+	}
+	if v := rules.Capacity(in); v != nil {
 		return v
 	}
 	return nil
@@ -138,6 +195,21 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 	lbs := make([]rules.LoadBalancer, 0, len(attachment.Status.LoadBalancers))
 	for _, lb := range attachment.Status.LoadBalancers {
 		lbs = append(lbs, rules.LoadBalancer{Name: lb.Name, ID: lb.ID, VIP: lb.VIP, Service: lb.Service})
+	}
+	// The status may be a minute old: ask Octavia now.
+	live, err := c.live(ctx, cluster)
+	if err != nil {
+		return &NodegroupError{Topology: topology, Err: err}
+	}
+	if live != nil {
+		found, err := live.session.OnSubnet(ctx, attachment.Spec.Subnet)
+		if err != nil {
+			return &NodegroupError{Topology: topology, Err: fmt.Errorf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %w", attachment.Spec.Subnet, err)}
+		}
+		lbs = lbs[:0]
+		for _, lb := range found {
+			lbs = append(lbs, rules.LoadBalancer{Name: lb.Name, ID: lb.ID, VIP: lb.VIP, Service: lb.Service})
+		}
 	}
 	if v := rules.Detach(attachment.Spec.Subnet, lbs); v != nil {
 		return &NodegroupError{Topology: topology, Err: v}

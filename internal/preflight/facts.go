@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
@@ -26,6 +28,11 @@ import (
 type Checker struct {
 	// Reader reads Kubernetes objects (the manager's cache).
 	Reader client.Reader
+	// Cloud opens sessions for the rules that need a live answer (the
+	// cluster network's MTU, the port quota, load balancers on the subnet).
+	Cloud *credentials.Source
+	// CloudTimeout bounds those live lookups; 5s when zero.
+	CloudTimeout time.Duration
 }
 
 // sharedNetwork reads a SharedNetwork; a missing one is a user error.
