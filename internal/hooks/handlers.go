@@ -10,14 +10,16 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 )
 
 // Handler names, as a ClusterClass references them: <name>.<ExtensionConfig name>.
 const (
-	DiscoverVariablesHandler = "discover-variables"
-	GeneratePatchesHandler   = "generate-patches"
-	ValidateTopologyHandler  = "validate-topology"
+	DiscoverVariablesHandler   = "discover-variables"
+	GeneratePatchesHandler     = "generate-patches"
+	ValidateTopologyHandler    = "validate-topology"
+	BeforeClusterDeleteHandler = "before-cluster-delete"
 )
 
 // Handlers serves the hooks of the extension.
@@ -26,6 +28,9 @@ type Handlers struct {
 	Reader client.Reader
 	// Preflight runs the rules that ValidateTopology re-checks.
 	Preflight *preflight.Checker
+	// Credentials reach the cluster's project (BeforeClusterDelete only:
+	// the topology hooks never call OpenStack).
+	Credentials *credentials.Source
 }
 
 // Register adds every handler to the runtime extension server, in one place
@@ -36,6 +41,7 @@ func (h *Handlers) Register(srv *server.Server) error {
 		{Hook: runtimehooksv1.DiscoverVariables, Name: DiscoverVariablesHandler, HandlerFunc: h.DiscoverVariables, TimeoutSeconds: ptr.To[int32](5), FailurePolicy: fail},
 		{Hook: runtimehooksv1.GeneratePatches, Name: GeneratePatchesHandler, HandlerFunc: h.GeneratePatches, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
 		{Hook: runtimehooksv1.ValidateTopology, Name: ValidateTopologyHandler, HandlerFunc: h.ValidateTopology, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
+		{Hook: runtimehooksv1.BeforeClusterDelete, Name: BeforeClusterDeleteHandler, HandlerFunc: h.BeforeClusterDelete, TimeoutSeconds: ptr.To[int32](30), FailurePolicy: fail},
 	} {
 		if err := srv.AddExtensionHandler(handler); err != nil {
 			return err

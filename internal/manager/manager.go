@@ -115,7 +115,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	sessions := &openstack.Sessions{Options: opts.OpenStack}
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	checker := &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds}
-	h := &hooks.Handlers{Reader: mgr.GetClient(), Preflight: checker}
+	h := &hooks.Handlers{Reader: mgr.GetClient(), Preflight: checker, Credentials: creds}
 	if err := h.Register(srv); err != nil {
 		return nil, fmt.Errorf("registering hooks: %w", err)
 	}

@@ -160,7 +160,10 @@ func TestLoadBalancersOnASubnetAreFoundAndDeleted(t *testing.T) {
 	g.Expect(netip.MustParseAddr(found[0].VIP).Is4()).To(BeTrue())
 
 	// The LB's VIP port keeps the network shared: Neutron refuses the unshare.
-	g.Eventually(func() string { lb, _ := loadbalancers.Get(ctx, cluster.LoadBalancer, onShared.ID).Extract(); return lb.ProvisioningStatus }, 60*time.Second, time.Second).Should(Equal("ACTIVE"))
+	g.Eventually(func() string {
+		lb, _ := loadbalancers.Get(ctx, cluster.LoadBalancer, onShared.ID).Extract()
+		return lb.ProvisioningStatus
+	}, 60*time.Second, time.Second).Should(Equal("ACTIVE"))
 	g.Expect(openstack.IsInUse(sharer.Unshare(ctx, policy))).To(BeTrue())
 
 	g.Expect(lbs.DeleteCascade(ctx, onShared.ID)).To(Succeed())

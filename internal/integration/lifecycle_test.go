@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+)
+
+// attachmentController runs the real attachment reconciler in a manager of
+// its own, so a test can stop it (a crash) and start it again.
+type attachmentController struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startAttachmentController(t *testing.T) *attachmentController {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{manager.DefaultNamespace: {}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}
+	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet")}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &attachmentController{cancel: cancel, done: make(chan error, 1)}
+	go func() { c.done <- mgr.Start(ctx) }()
+	return c
+}
+
+func (c *attachmentController) stop() {
+	c.cancel()
+	<-c.done
+}
+
+// TestNodegroupLifeCycleOnARealCloud: attach shares the network in Neutron and
+// rolls md-a once, a crash and a lost status neither share twice nor roll
+// again, a load balancer on the subnet blocks the detach until
+// BeforeClusterDelete's clean-up removes it, and the detach unshares.
+func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	clouds := testbed.CloudsYAML(t)
+	vm, cluster, admin := testbed.NewClients(t, testbed.VMProject), testbed.NewClients(t, testbed.ClusterProject), testbed.NewClients(t, testbed.Admin)
+
+	// The VM project's network, offered by the administrator.
+	n, err := networks.Create(ctx, vm.Network, networks.CreateOpts{Name: testbed.Name(t, "vm-net")}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = networks.Delete(ctx, vm.Network, n.ID).ExtractErr() })
+	s, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.25.0.0/24", IPVersion: 4}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, s.ID).ExtractErr() })
+	vmSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project-lifecycle"},
+		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}}
+	g.Expect(env.Client.Create(ctx, vmSecret)).To(Succeed())
+	networkName := "vm-real"
+	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: networkName}, Spec: sharednetv1.SharedNetworkSpec{
+		Identity:  sharednetv1.VMProjectIdentity{SecretName: vmSecret.Name, CloudName: testbed.VMProject},
+		NetworkID: n.ID, Subnets: []string{s.ID},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
+	}}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		_, ok := got.Status.Subnet(s.ID)
+		g.Expect(ok).To(BeTrue())
+	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
+
+	shares := func() []string {
+		pages, err := rbacpolicies.List(admin.Network, rbacpolicies.ListOpts{ObjectID: n.ID, TargetTenant: cluster.ProjectID}).AllPages(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		all, err := rbacpolicies.ExtractRBACPolicies(pages)
+		g.Expect(err).NotTo(HaveOccurred())
+		var ids []string
+		for _, p := range all {
+			ids = append(ids, p.ID)
+		}
+		return ids
+	}
+
+	// The cluster, its credential, and its two nodegroups.
+	ns := grantedNamespace(ctx, g)
+	class := "life"
+	clusterIdentity(ctx, t, ns, class)
+	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
+		Name: "shared-network",
+		External: &clusterv1.ExternalPatchDefinition{
+			GeneratePatchesExtension:   "generate-patches." + extensionConfigName,
+			ValidateTopologyExtension:  "validate-topology." + extensionConfigName,
+			DiscoverVariablesExtension: "discover-variables." + extensionConfigName,
+		},
+	})...)).To(Succeed())
+	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
+	c := testenv.Cluster(ns, "c-life", class, "md-a", "md-b")
+	c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
+	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+	var initial state
+	g.Eventually(func(g Gomega) {
+		initial = observe(ctx, g, c)
+		g.Expect(initial.Nodegroups).To(HaveLen(2))
+		g.Expect(initial.Nodegroups["md-a"].MachineSets).To(HaveLen(1))
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+
+	attachment := func(g Gomega) *sharednetv1.SharedNetworkAttachment {
+		a := &sharednetv1.SharedNetworkAttachment{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sharednetv1.AttachmentName(c.Name, "md-a")}, a)).To(Succeed())
+		return a
+	}
+
+	controller := startAttachmentController(t)
+	t.Cleanup(func() { controller.stop() })
+
+	var policy string
+	var attached state
+	t.Run("attach: the network is shared with the cluster's project and md-a rolls once", func(t *testing.T) {
+		g := NewWithT(t)
+		setValue(ctx, g, c, "md-a", fmt.Sprintf(`{"name":%q}`, networkName))
+		g.Eventually(func(g Gomega) {
+			a := attachment(g)
+			g.Expect(a.Status.Share).NotTo(BeNil())
+			policy = a.Status.Share.RBACPolicyID
+			g.Expect(a.Status.Share.ProjectID).To(Equal(cluster.ProjectID))
+			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseRollingOut))
+		}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Expect(shares()).To(Equal([]string{policy}))
+		g.Eventually(func(g Gomega) {
+			attached = observe(ctx, g, c)
+			g.Expect(attached.Nodegroups["md-a"].MachineSets).To(HaveLen(2))
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Expect(attached.Nodegroups["md-b"]).To(Equal(initial.Nodegroups["md-b"]))
+		g.Expect(*ports(ctx, g, ns, attached.Nodegroups["md-a"].Template)[1].Network.ID).To(Equal(n.ID))
+	})
+
+	t.Run("a crash and a lost status: no second share, no second rollout", func(t *testing.T) {
+		g := NewWithT(t)
+		controller.stop()
+		loseShareStatus(ctx, g, c, "md-a")
+		controller = startAttachmentController(t)
+		g.Eventually(func(g Gomega) {
+			a := attachment(g)
+			g.Expect(a.Status.Share).NotTo(BeNil())
+			g.Expect(a.Status.Share.RBACPolicyID).To(Equal(policy), "the same share is found again")
+		}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Expect(shares()).To(Equal([]string{policy}))
+		g.Consistently(func(g Gomega) {
+			g.Expect(observe(ctx, g, c)).To(Equal(attached))
+		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
+	})
+
+	var lb *loadbalancers.LoadBalancer
+	t.Run("a load balancer on the shared subnet blocks the detach, named in the refusal", func(t *testing.T) {
+		g := NewWithT(t)
+		lb, err = loadbalancers.Create(ctx, cluster.LoadBalancer, loadbalancers.CreateOpts{
+			Name: "kube_service_c-life_default_my-service", Description: "Kubernetes external service default/my-service from cluster c-life", VipSubnetID: s.ID,
+		}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		err := updateCluster(ctx, c, func(c *clusterv1.Cluster) {
+			for i := range c.Spec.Topology.Workers.MachineDeployments {
+				c.Spec.Topology.Workers.MachineDeployments[i].Variables.Overrides = nil
+			}
+		})
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("detach"), ContainSubstring(lb.Name), ContainSubstring("default/my-service"), ContainSubstring(lb.VipAddress)))
+		g.Expect(observe(ctx, g, c)).To(Equal(attached), "nothing rolled")
+	})
+
+	t.Run("BeforeClusterDelete removes the cluster's load balancers on shared subnets", func(t *testing.T) {
+		g := NewWithT(t)
+		h := &hooks.Handlers{Reader: env.Client, Credentials: &credentials.Source{Client: env.Client, APIReader: env.Client, Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}}
+		req := &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: clusterv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}}
+		g.Eventually(func(g Gomega) {
+			resp := &runtimehooksv1.BeforeClusterDeleteResponse{}
+			h.BeforeClusterDelete(ctx, req, resp)
+			g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+			g.Expect(resp.RetryAfterSeconds).To(BeZero(), resp.Message)
+		}, 2*time.Minute, 2*time.Second).Should(Succeed())
+		lbs := testbed.Session(t, testbed.ClusterProject, openstack.Options{})
+		g.Expect(lbs.Gone(ctx, lb.ID)).To(BeTrue())
+	})
+
+	t.Run("detach: md-a rolls once more and the share is removed from Neutron, also across a crash", func(t *testing.T) {
+		g := NewWithT(t)
+		// The controller is down while the nodegroup detaches; the unshare
+		// happens (as if the controller did it) and the crash comes before
+		// the attachment is released.
+		controller.stop()
+		g.Eventually(func() error {
+			return updateCluster(ctx, c, func(c *clusterv1.Cluster) {
+				for i := range c.Spec.Topology.Workers.MachineDeployments {
+					c.Spec.Topology.Workers.MachineDeployments[i].Variables.Overrides = nil
+				}
+			})
+		}, 60*time.Second, 2*time.Second).Should(Succeed(), "the VIP port may take a moment to go")
+		g.Eventually(func(g Gomega) {
+			now := observe(ctx, g, c)
+			g.Expect(now.Nodegroups["md-a"].MachineSets).To(HaveLen(3))
+			g.Expect(now.Nodegroups["md-b"]).To(Equal(initial.Nodegroups["md-b"]))
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		vmSession := testbed.Session(t, testbed.VMProject, openstack.Options{})
+		g.Eventually(func() error { return vmSession.Unshare(ctx, policy) }, 60*time.Second, 2*time.Second).Should(Succeed())
+
+		controller = startAttachmentController(t)
+		g.Eventually(func() bool {
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sharednetv1.AttachmentName(c.Name, "md-a")}, &sharednetv1.SharedNetworkAttachment{})
+			return apierrors.IsNotFound(err)
+		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue(), "the restarted controller finishes the detach")
+		g.Expect(shares()).To(BeEmpty())
+		g.Consistently(func(g Gomega) {
+			g.Expect(observe(ctx, g, c).Nodegroups["md-a"].MachineSets).To(HaveLen(3), "no further rollout")
+		}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Expect(networks.Delete(ctx, vm.Network, n.ID).ExtractErr()).To(Succeed(), "the VM project can delete its network")
+	})
+}
