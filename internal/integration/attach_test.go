@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -148,16 +149,20 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 			want   []string
 		}{{
 			name:   "a shared subnet overlapping the pods range",
-			change: override("md-a", fmt.Sprintf(`{"name":"vm-bad","subnet":%q}`, podsSubnet)),
-			want:   []string{`"md-a"`, "overlap", "192.168.10.0/24", podCIDR, "choose another subnet"},
+			change: override("md-b", fmt.Sprintf(`{"name":"vm-bad","subnet":%q}`, podsSubnet)),
+			want:   []string{`"md-b"`, "overlap", "192.168.10.0/24", podCIDR, "choose another subnet"},
 		}, {
 			name:   "a shared subnet overlapping kubeadm's default Service range",
-			change: override("md-a", fmt.Sprintf(`{"name":"vm-bad","subnet":%q}`, servicesSubnet)),
-			want:   []string{`"md-a"`, "overlap", "10.96.5.0/24", "10.96.0.0/12", "new cluster with a Service range"},
+			change: override("md-b", fmt.Sprintf(`{"name":"vm-bad","subnet":%q}`, servicesSubnet)),
+			want:   []string{`"md-b"`, "overlap", "10.96.5.0/24", "10.96.0.0/12", "new cluster with a Service range"},
 		}, {
 			name:   "a shared subnet overlapping the cluster's node subnet",
 			change: override("md-b", fmt.Sprintf(`{"name":"vm-bad","subnet":%q}`, nodesSubnet)),
 			want:   []string{`"md-b"`, "overlap", "10.6.0.0/25", "10.6.0.0/24"},
+		}, {
+			name:   "moving an attached nodegroup to another network in one step",
+			change: override("md-a", fmt.Sprintf(`{"name":"vm-two","subnet":%q}`, twoSubnetsA)),
+			want:   []string{`"md-a"`, "one-network", "vm-net", "remove the variable (detach) first"},
 		}, {
 			name:   "a network the namespace was not granted",
 			change: override("md-b", `{"name":"vm-restricted"}`),
@@ -287,8 +292,15 @@ func createSharedNetworks(ctx context.Context, g Gomega, ns string) {
 			g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 			continue
 		}
-		obj.Status = sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: sn.subnets}
-		g.Expect(env.Client.Status().Update(ctx, obj)).To(Succeed())
+		// The SharedNetwork controller (with no credential for these) writes
+		// status too: retry on conflicts; it keeps facts it cannot refresh.
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+			obj.Status.MTU, obj.Status.Subnets = 1450, sn.subnets
+			return env.Client.Status().Update(ctx, obj)
+		})).To(Succeed())
 	}
 	_ = ns
 }

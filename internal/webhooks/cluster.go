@@ -90,7 +90,15 @@ func (v *ClusterValidator) validate(ctx context.Context, old, cluster *clusterv1
 		}
 	}
 	for _, topology := range sortedKeys(now) {
-		if prev, ok := before[topology]; ok && prev == now[topology] {
+		prev, had := before[topology]
+		if had && prev == now[topology] {
+			continue
+		}
+		if had && prev.Name != now[topology].Name {
+			// One share per network: moving an attached nodegroup to another
+			// network in one step would roll it with neither port working.
+			errs = append(errs, &preflight.NodegroupError{Topology: topology, Err: &rules.Violation{Rule: "one-network", Field: "sharedNetwork.name",
+				Message: fmt.Sprintf("the nodegroup is attached to SharedNetwork %q; a nodegroup uses one shared network: remove the variable (detach) first, then set it to %q", prev.Name, now[topology].Name)}})
 			continue
 		}
 		if err := v.Checker.Attach(ctx, cluster, topology, now[topology], preflight.All); err != nil {
