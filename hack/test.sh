@@ -17,6 +17,9 @@ if ! "$testbed" status >/dev/null 2>&1; then
   "$testbed" start
   started=yes
 fi
+# A clean cloud for every run (what earlier runs left is wiped); tests create
+# uniquely named objects and never reset it themselves.
+"$testbed" reset
 stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
 trap stop_bed EXIT
 

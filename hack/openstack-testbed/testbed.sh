@@ -12,7 +12,7 @@
 #   stop     end exactly the processes that start started
 #   status   one line per service; exit 1 when any is down
 #   reset    put the databases back to their state right after the first
-#            start (flushes memcached); keeps services running
+#            start (flushes memcached); a running bed stays up, a stopped one stopped
 #   smoke    run smoke.py against the running bed
 #   clouds   (re)write clouds.yaml and print its path
 # Every subcommand is idempotent. Runs as root; PID 1 need not be systemd.
@@ -35,6 +35,7 @@ PY=/usr/bin/python3 # OpenStack's Python (python3 on PATH may be another one)
 HOST=testbed        # host name of nova-compute and the linuxbridge agent
 IP=127.0.0.1
 CLOUDS=$ARTIFACTS/clouds.yaml
+export no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost
 
 # Credentials: a loopback-only test bed, so fixed and readable on purpose.
 DB_USER=testbed
@@ -175,16 +176,19 @@ starttime() {
   echo "${20}"
 }
 
-# session_members <sid> <min starttime>: pids in that session started no
-# earlier than its leader.
+# session_members <sid> <min starttime> [outside-group]: pids in that session
+# started no earlier than its leader (only those outside the leader's process
+# group with a third argument).
 session_members() {
-  local sid=$1 min=$2 f s pid
+  local sid=$1 min=$2 outside=${3:-} f s pid
   for f in /proc/[0-9]*/stat; do
     { read -r s <"$f"; } 2>/dev/null || continue
     pid=${s%% *}
     s=${s##*) }
     set -- $s
-    [ "$4" = "$sid" ] && [ "$1" != Z ] && [ "${20}" -ge "$min" ] && echo "$pid"
+    [ "$4" = "$sid" ] && [ "$1" != Z ] && [ "${20}" -ge "$min" ] || continue
+    [ -n "$outside" ] && [ "$3" = "$sid" ] && continue
+    echo "$pid"
   done
   return 0
 }
@@ -220,19 +224,25 @@ spawn() {
   echo "$pid $st" >"$pidf"
 }
 
-# stop_services <names...>: TERM each service's session, wait, then KILL.
+# stop_services <names...>: TERM each service's process group (and any
+# process of its session that left the group), wait, then KILL what is left.
 stop_services() {
-  local name pid st pids=() deadline
+  local name pid st p deadline
   declare -A sid min
   for name in "$@"; do
     [ -s "$RUN/$name.pid" ] || continue
     read -r pid st <"$RUN/$name.pid"
     sid[$name]=$pid
     min[$name]=$st
-    # The session: its process group and anything that left the group.
-    for p in $(session_members "$pid" "$st"); do kill -TERM "$p" 2>/dev/null || true; done
+    if is_up "$name"; then
+      kill -TERM -- "-$pid" 2>/dev/null || true
+      for p in $(session_members "$pid" "$st" outside); do kill -TERM "$p" 2>/dev/null || true; done
+    else # leader gone: only what is provably left of its session
+      for p in $(session_members "$pid" "$st"); do kill -TERM "$p" 2>/dev/null || true; done
+    fi
   done
-  deadline=$((SECONDS + 30))
+  # oslo.service waits graceful_shutdown_timeout (5 s here) for busy threads.
+  deadline=$((SECONDS + 20))
   for name in "${!sid[@]}"; do
     while [ -n "$(session_members "${sid[$name]}" "${min[$name]}")" ]; do
       if [ $SECONDS -ge $deadline ]; then
@@ -366,6 +376,7 @@ EOF
 bind_host = $IP
 bind_port = 9292
 workers = 0
+graceful_shutdown_timeout = 5
 use_stderr = true
 node_staging_uri = file://$STATE/glance/staging
 enabled_import_methods = [glance-direct,web-download]
@@ -398,6 +409,7 @@ host = $HOST
 bind_host = $IP
 bind_port = 9696
 core_plugin = ml2
+graceful_shutdown_timeout = 5
 service_plugins = router
 auth_strategy = keystone
 allow_overlapping_ips = true
@@ -431,6 +443,9 @@ EOF
     authtoken neutron
     echo
     ksauth nova nova
+    echo
+    # The segments plugin (loaded by default) tells Placement about segments.
+    ksauth placement placement
     echo
     messaging
   } >"$ETC/neutron/neutron.conf"
@@ -475,6 +490,7 @@ transport_url = $RABBIT_URL
 state_path = $STATE/nova
 instances_path = $STATE/nova/instances
 compute_driver = fake.FakeDriver
+graceful_shutdown_timeout = 5
 vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
 enabled_apis = osapi_compute
@@ -533,6 +549,7 @@ EOF
 [DEFAULT]
 transport_url = $RABBIT_URL
 use_stderr = true
+graceful_shutdown_timeout = 5
 
 [api_settings]
 bind_host = $IP
@@ -675,6 +692,9 @@ spawn_service() {
     memcached) spawn memcached /usr/bin/memcached -l $IP -p 11211 -U 0 -u memcache -m 64 -c 4096 ;;
     epmd) spawn epmd /usr/bin/epmd -address $IP -port 4369 ;;
     rabbitmq)
+      # No broker state is worth keeping: every service declares its queues
+      # again, and a clean node boots faster than a recovered one.
+      is_up rabbitmq || rm -rf "$STATE/rabbitmq/mnesia"
       spawn rabbitmq env HOME="$STATE/rabbitmq" RABBITMQ_NODENAME=rabbit@localhost \
         RABBITMQ_NODE_IP_ADDRESS=$IP RABBITMQ_NODE_PORT=5672 RABBITMQ_DIST_PORT=25672 \
         ERL_EPMD_ADDRESS=$IP ERL_EPMD_PORT=4369 RABBITMQ_CONFIG_FILE="$ETC/rabbitmq/rabbitmq.conf" \
@@ -798,7 +818,12 @@ cmd_start() {
   write_configs
   ensure_certs
   write_clouds
-  [ -e "$STATE/.initialized" ] || init_databases
+  [ -e "$STATE/.initialized" ] && [ -d "$STATE/mysql/mysql" ] || init_databases
+  # Seeding runs again (idempotent) and the reset snapshot is retaken when
+  # seed.py changed since the snapshot.
+  local seed_version
+  seed_version=$(sha256sum "$HERE/seed.py" | cut -d' ' -f1)
+  [ "$(cat "$STATE/.seeded" 2>/dev/null)" = "$seed_version" ] || rm -f "$STATE/.seeded"
   for name in "${INFRA[@]}"; do
     [ "$name" = rabbitmq ] && wait_port epmd
     spawn_service "$name"
@@ -819,7 +844,7 @@ cmd_start() {
     discover_hosts
     seed ready "$WAIT" "$HOST" || die "nova-compute or the linuxbridge agent is not ready; see $LOGD/nova-compute.log and $LOGD/neutron-linuxbridge-agent.log"
     snapshot
-    touch "$STATE/.seeded"
+    echo "$seed_version" >"$STATE/.seeded"
   else
     seed ready "$WAIT" "$HOST" || die "nova-compute or the linuxbridge agent is not ready; see $LOGD/nova-compute.log and $LOGD/neutron-linuxbridge-agent.log"
   fi
@@ -936,7 +961,7 @@ case "${1:-}" in
     echo "$CLOUDS"
     ;;
   *)
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
