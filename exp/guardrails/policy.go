@@ -1,0 +1,127 @@
+// Package guardrails makes the seed's Service and Gateway mistakes impossible
+// in a workload cluster with an attached nodegroup: a ValidatingAdmissionPolicy,
+// evaluated by the workload cluster's own API server, refuses a load balancer
+// on a shared subnet that would be public or could not reach any node, and
+// refuses editing the annotations the cloud controller manager reads only at
+// creation. Experimental, behind the manager's --workload-guardrails flag.
+package guardrails
+
+import (
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// The annotations the OpenStack cloud controller manager reads when it creates
+// a Service's load balancer (and the Envoy Gateway addon copies from a Gateway).
+const (
+	InternalAnnotation     = "service.beta.kubernetes.io/openstack-internal-load-balancer"
+	SubnetAnnotation       = "loadbalancer.openstack.org/subnet-id"
+	MemberSubnetAnnotation = "loadbalancer.openstack.org/member-subnet-id"
+)
+
+// Names of the objects installed in the workload cluster.
+const (
+	PolicyName = "capo-sharednet-shared-subnet-load-balancers"
+	// ParamsName is the ConfigMap (in ParamsNamespace) holding the cluster's
+	// shared subnet IDs and its own subnet ID.
+	ParamsName      = "capo-sharednet-guardrails"
+	ParamsNamespace = "kube-system"
+	// ManagedByLabel says who owns these objects in the workload cluster.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "capo-sharednet"
+
+	sharedSubnetsKey = "sharedSubnets"
+	clusterSubnetKey = "clusterSubnet"
+)
+
+// Params are what the policy checks against.
+type Params struct {
+	SharedSubnets []string
+	ClusterSubnet string
+}
+
+// Objects returns the policy, its binding and its parameters for a workload cluster.
+func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, *corev1.ConfigMap) {
+	labels := map[string]string{ManagedByLabel: ManagedBy}
+	shared := append([]string(nil), p.SharedSubnets...)
+	sort.Strings(shared)
+	params := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: ParamsName, Namespace: ParamsNamespace, Labels: labels},
+		Data:       map[string]string{sharedSubnetsKey: strings.Join(shared, ","), clusterSubnetKey: p.ClusterSubnet},
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+				{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+				}},
+				{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"gateway.networking.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"gateways"}},
+				}},
+			}},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "annotations", Expression: annotationsOf("object")},
+				{Name: "old", Expression: "oldObject == null ? {} : " + annotationsOf("oldObject")},
+				{Name: "shared", Expression: "params.data." + sharedSubnetsKey + ".split(',')"},
+				{Name: "loadBalancer", Expression: "object.kind != 'Service' || (has(object.spec.type) && object.spec.type == 'LoadBalancer')"},
+				{Name: "onShared", Expression: "variables.loadBalancer && '" + SubnetAnnotation + "' in variables.annotations && variables.annotations['" + SubnetAnnotation + "'] in variables.shared"},
+				{Name: "wasOnShared", Expression: "'" + SubnetAnnotation + "' in variables.old && variables.old['" + SubnetAnnotation + "'] in variables.shared"},
+			},
+			Validations: []admissionregistrationv1.Validation{
+				{
+					Expression: "!variables.onShared || ('" + InternalAnnotation + "' in variables.annotations && variables.annotations['" + InternalAnnotation + "'] == 'true')",
+					Message: "a load balancer on a shared subnet must be internal: set the annotation " + InternalAnnotation +
+						`: "true" (without it the load balancer gets a public IP and is reachable from the internet)`,
+					Reason: ptr.To(metav1.StatusReasonInvalid),
+				},
+				{
+					Expression: "!variables.onShared || ('" + MemberSubnetAnnotation + "' in variables.annotations && variables.annotations['" + MemberSubnetAnnotation + "'] == params.data." + clusterSubnetKey + ")",
+					MessageExpression: "'a load balancer on a shared subnet must reach the nodes on the cluster\\'s own subnet: set the annotation " + MemberSubnetAnnotation +
+						": ' + params.data." + clusterSubnetKey + " + ' (without it the load balancer accepts connections but cannot reach any node, so every request fails)'",
+					Reason: ptr.To(metav1.StatusReasonInvalid),
+				},
+				{
+					Expression: "request.operation != 'UPDATE' || !(variables.onShared || variables.wasOnShared) || " +
+						unchanged(InternalAnnotation) + " && " + unchanged(SubnetAnnotation) + " && " + unchanged(MemberSubnetAnnotation),
+					Message: "the annotations " + InternalAnnotation + ", " + SubnetAnnotation + " and " + MemberSubnetAnnotation +
+						" are read only when the load balancer is created: to change them, delete this object and create it again",
+					Reason: ptr.To(metav1.StatusReasonInvalid),
+				},
+			},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: PolicyName,
+			ParamRef: &admissionregistrationv1.ParamRef{Name: ParamsName, Namespace: ParamsNamespace,
+				ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return policy, binding, params
+}
+
+// annotationsOf is a Service's metadata.annotations, or a Gateway's
+// spec.infrastructure.annotations (what Envoy Gateway puts on its Service).
+func annotationsOf(obj string) string {
+	return obj + ".kind == 'Service' ? (has(" + obj + ".metadata.annotations) ? " + obj + ".metadata.annotations : {}) : " +
+		"((has(" + obj + ".spec.infrastructure) && has(" + obj + ".spec.infrastructure.annotations)) ? " + obj + ".spec.infrastructure.annotations : {})"
+}
+
+func unchanged(key string) string {
+	return "(('" + key + "' in variables.annotations) == ('" + key + "' in variables.old) && (!('" + key + "' in variables.annotations) || variables.annotations['" + key + "'] == variables.old['" + key + "']))"
+}
