@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/feature"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 )
 
@@ -28,6 +29,7 @@ func main() {
 	pflag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+manager.DefaultNamespace+").")
 	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
+	feature.MutableGates.AddFlag(pflag.CommandLine)
 	// Logging as CAPI's managers do it: --v for the level, --logging-format.
 	logOptions := logs.NewOptions()
 	logsv1.AddFlags(logOptions, pflag.CommandLine)
@@ -39,6 +41,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctrl.SetLogger(klog.Background())
+	opts.WorkloadGuardrails = feature.Gates.Enabled(feature.WorkloadGuardrails)
 
 	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)
 	if err != nil {

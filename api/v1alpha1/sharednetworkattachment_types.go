@@ -69,6 +69,16 @@ type SharedNetworkAttachmentStatus struct {
 	// +optional
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
 
+	// workload reports what the workload-cluster guardrails found (when the
+	// WorkloadGuardrails feature is on).
+	// +optional
+	Workload *WorkloadStatus `json:"workload,omitempty"`
+
+	// vmIngress says whether the VM project's security groups admit the
+	// shared subnet, so the VMs accept traffic from the nodes.
+	// +optional
+	VMIngress *VMIngressStatus `json:"vmIngress,omitempty"`
+
 	// message is a one-line summary for people.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -82,6 +92,46 @@ type SharedNetworkAttachmentStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WorkloadStatus is what the guardrails see in the workload cluster.
+type WorkloadStatus struct {
+	// policyInstalled is true once the ValidatingAdmissionPolicy is in place.
+	PolicyInstalled bool `json:"policyInstalled"`
+	// misconfigured are Services and Gateways, created before the policy,
+	// that break its rules.
+	// +optional
+	Misconfigured []WorkloadObjectIssue `json:"misconfigured,omitempty"`
+	// unaccountedLoadBalancers are load balancers on the shared subnet that
+	// no Service or Gateway of the cluster accounts for.
+	// +optional
+	UnaccountedLoadBalancers []string `json:"unaccountedLoadBalancers,omitempty"`
+	// nodes whose addresses are wrong (InternalIP not on the cluster
+	// network, or the shared-subnet address missing).
+	// +optional
+	Nodes []WorkloadObjectIssue `json:"nodes,omitempty"`
+}
+
+// WorkloadObjectIssue is one object of the workload cluster and what is wrong with it.
+type WorkloadObjectIssue struct {
+	Kind string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Reason    string `json:"reason"`
+}
+
+// VMIngressStatus is the VM-side reminder of the seed made concrete.
+type VMIngressStatus struct {
+	// admitted is true when a security group rule of the VM project admits
+	// the whole shared subnet.
+	Admitted bool `json:"admitted"`
+	// rules that admit it (security group ID/rule ID).
+	// +optional
+	Rules []string `json:"rules,omitempty"`
+	// suggestion is the command a VM-project owner would run when none does.
+	// +optional
+	Suggestion string `json:"suggestion,omitempty"`
 }
 
 // AttachedNode is one machine of the nodegroup and its shared-subnet address.

@@ -82,6 +82,7 @@ func startExtension(ctx context.Context) error {
 		// The hook tests stand in for the attachment controller (they write
 		// the share the way it does); the life-cycle tests run it themselves.
 		WithoutAttachmentController: true,
+		WorkloadGuardrails:          true,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			openstackRequests.Next = next
 			return openstackRequests

@@ -16,17 +16,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	runtimecatalog "sigs.k8s.io/cluster-api/exp/runtime/catalog"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
@@ -53,6 +56,8 @@ type Options struct {
 	// WithoutAttachmentController leaves the attachment life cycle out, for
 	// tests that stand in for it to prove the hooks alone.
 	WithoutAttachmentController bool
+	// WorkloadGuardrails runs exp/guardrails (feature gate WorkloadGuardrails).
+	WorkloadGuardrails bool
 }
 
 // DefaultNamespace is where config/ installs the extension.
@@ -142,6 +147,25 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Recorder:    mgr.GetEventRecorderFor("capo-sharednet"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the attachment controller: %w", err)
+		}
+	}
+
+	if opts.WorkloadGuardrails {
+		clusterCache, err := clustercache.SetupWithManager(context.Background(), mgr, clustercache.Options{
+			SecretClient: mgr.GetAPIReader(),
+			Client: clustercache.ClientOptions{
+				UserAgent: "capo-sharednet",
+				Cache:     clustercache.ClientCacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}},
+			},
+		}, controller.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("setting up the cluster cache: %w", err)
+		}
+		if err := (&guardrails.Reconciler{
+			Client: mgr.GetClient(), ClusterCache: clusterCache, Credentials: creds,
+			Recorder: mgr.GetEventRecorderFor("capo-sharednet"),
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the workload guardrails: %w", err)
 		}
 	}
 

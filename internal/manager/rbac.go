@@ -14,4 +14,5 @@ package manager
 // The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// CAPI's ClusterCache (WorkloadGuardrails) reads each cluster's kubeconfig Secret (get, above) and leases nothing.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,0 +1,287 @@
+package guardrails
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+)
+
+const (
+	fieldOwner   = client.FieldOwner("capo-sharednet")
+	pollWorkload = 30 * time.Second
+)
+
+var gatewayList = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GatewayList"}
+
+// Reconciler installs the policy into each workload cluster with an
+// attachment, removes it when the last attachment goes, and reports on the
+// attachments what the policy cannot prevent: objects that existed before it,
+// load balancers no object accounts for, nodes with the wrong InternalIP, and
+// whether the VM project's security groups admit the shared subnet.
+type Reconciler struct {
+	Client       client.Client
+	ClusterCache clustercache.ClusterCache
+	Credentials  *credentials.Source
+	Recorder     record.EventRecorder
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&clusterv1.Cluster{}).
+		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
+		})).
+		Named("workloadguardrails").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	list := &sharednetv1.SharedNetworkAttachmentList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	var attached []*sharednetv1.SharedNetworkAttachment
+	for i := range list.Items {
+		if a := &list.Items[i]; a.DeletionTimestamp.IsZero() && a.ShareEstablished() {
+			attached = append(attached, a)
+		}
+	}
+
+	wc, err := r.ClusterCache.GetClient(ctx, req.NamespacedName)
+	if err != nil {
+		if errors.Is(err, clustercache.ErrClusterNotConnected) {
+			return reconcile.Result{RequeueAfter: pollWorkload}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if len(attached) == 0 {
+		return reconcile.Result{}, remove(ctx, wc)
+	}
+
+	osc := &infrav1.OpenStackCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if osc.Status.Network == nil || len(osc.Status.Network.Subnets) == 0 {
+		return reconcile.Result{RequeueAfter: pollWorkload}, nil // the cluster network is not there yet
+	}
+	clusterSubnet := osc.Status.Network.Subnets[0]
+	params := Params{ClusterSubnet: clusterSubnet.ID}
+	for _, a := range attached {
+		params.SharedSubnets = append(params.SharedSubnets, a.Spec.Subnet)
+	}
+	policy, binding, cm := Objects(params)
+	for _, obj := range []client.Object{cm, policy, binding} {
+		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // SSA of typed objects
+			return reconcile.Result{}, fmt.Errorf("installing %T %s in the workload cluster: %w", obj, obj.GetName(), err)
+		}
+	}
+
+	misconfigured, services, err := audit(ctx, wc, params)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	clusterCIDR, _ := netip.ParsePrefix(clusterSubnet.CIDR)
+	var errs []error
+	for _, a := range attached {
+		before := a.Status.DeepCopy()
+		a.Status.Workload = &sharednetv1.WorkloadStatus{PolicyInstalled: true, Misconfigured: misconfigured,
+			UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, services)}
+		nodes, err := nodeIssues(ctx, wc, a, clusterCIDR)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		a.Status.Workload.Nodes = nodes
+		r.vmIngress(ctx, a)
+		if equality.Semantic.DeepEqual(before, &a.Status) {
+			continue
+		}
+		for _, m := range append(append([]sharednetv1.WorkloadObjectIssue{}, misconfigured...), nodes...) {
+			r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "WorkloadMisconfigured", "%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason)
+		}
+		errs = append(errs, r.Client.Status().Update(ctx, a))
+	}
+	return reconcile.Result{RequeueAfter: pollWorkload}, errors.Join(errs...)
+}
+
+// audit lists the Services and Gateways that break the policy's rules
+// (created before it), and the Services and Gateways on shared subnets.
+func audit(ctx context.Context, wc client.Client, p Params) ([]sharednetv1.WorkloadObjectIssue, map[string]bool, error) {
+	shared := map[string]bool{}
+	for _, s := range p.SharedSubnets {
+		shared[s] = true
+	}
+	var issues []sharednetv1.WorkloadObjectIssue
+	onShared := map[string]bool{}
+	check := func(kind, namespace, name string, annotations map[string]string) {
+		if !shared[annotations[SubnetAnnotation]] {
+			return
+		}
+		onShared[namespace+"/"+name] = true
+		if reason := Violation(annotations, p.ClusterSubnet); reason != "" {
+			issues = append(issues, sharednetv1.WorkloadObjectIssue{Kind: kind, Namespace: namespace, Name: name, Reason: reason})
+		}
+	}
+	services := &corev1.ServiceList{}
+	if err := wc.List(ctx, services); err != nil {
+		return nil, nil, fmt.Errorf("listing Services of the workload cluster: %w", err)
+	}
+	for _, s := range services.Items {
+		if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			check("Service", s.Namespace, s.Name, s.Annotations)
+		}
+	}
+	gateways := &unstructured.UnstructuredList{}
+	gateways.SetGroupVersionKind(gatewayList)
+	if err := wc.List(ctx, gateways); err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("listing Gateways of the workload cluster: %w", err)
+	}
+	for _, gw := range gateways.Items {
+		annotations, _, _ := unstructured.NestedStringMap(gw.Object, "spec", "infrastructure", "annotations")
+		check("Gateway", gw.GetNamespace(), gw.GetName(), annotations)
+	}
+	sort.Slice(issues, func(i, j int) bool { return issues[i].Namespace+issues[i].Name < issues[j].Namespace+issues[j].Name })
+	return issues, onShared, nil
+}
+
+// Violation is the reason, in the policy's words, an object's annotations
+// break a rule, or "" (used by the audit of objects the policy never saw).
+func Violation(annotations map[string]string, clusterSubnet string) string {
+	if annotations[InternalAnnotation] != "true" {
+		return "not internal: set " + InternalAnnotation + `: "true" (without it the load balancer gets a public IP and is reachable from the internet); delete and recreate the object`
+	}
+	if annotations[MemberSubnetAnnotation] != clusterSubnet {
+		return "members not on the cluster's subnet: set " + MemberSubnetAnnotation + ": " + clusterSubnet + " (without it the load balancer cannot reach any node, so every request fails); delete and recreate the object"
+	}
+	return ""
+}
+
+// unaccounted are the LBs on the subnet whose Service (or Gateway) is unknown
+// or does not exist in the workload cluster.
+func unaccounted(lbs []sharednetv1.LoadBalancer, onShared map[string]bool) []string {
+	var out []string
+	for _, lb := range lbs {
+		if lb.Service == "" || !onShared[lb.Service] {
+			out = append(out, fmt.Sprintf("%s (VIP %s)", lb.Name, lb.VIP))
+		}
+	}
+	return out
+}
+
+// nodeIssues checks every Node of an attached nodegroup: InternalIP on the
+// cluster network and the shared-subnet address present (the CCM may pick
+// the shared address as InternalIP when a node has two NICs).
+func nodeIssues(ctx context.Context, wc client.Client, a *sharednetv1.SharedNetworkAttachment, clusterCIDR netip.Prefix) ([]sharednetv1.WorkloadObjectIssue, error) {
+	var out []sharednetv1.WorkloadObjectIssue
+	for _, n := range a.Status.Nodes {
+		if n.Node == "" {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := wc.Get(ctx, client.ObjectKey{Name: n.Node}, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return out, err
+		}
+		if reason := NodeAddressViolation(node.Status.Addresses, clusterCIDR, n.Address); reason != "" {
+			out = append(out, sharednetv1.WorkloadObjectIssue{Kind: "Node", Name: node.Name, Reason: reason})
+		}
+	}
+	return out, nil
+}
+
+// NodeAddressViolation says what is wrong with a Node's addresses, or "".
+func NodeAddressViolation(addresses []corev1.NodeAddress, clusterCIDR netip.Prefix, sharedAddress string) string {
+	var internal []string
+	hasShared := false
+	for _, a := range addresses {
+		if a.Address == sharedAddress {
+			hasShared = true
+		}
+		if a.Type == corev1.NodeInternalIP {
+			internal = append(internal, a.Address)
+		}
+	}
+	if len(internal) > 0 {
+		if ip, err := netip.ParseAddr(internal[0]); err != nil || !clusterCIDR.Contains(ip) {
+			return fmt.Sprintf("InternalIP %s is not on the cluster network %s: configure the OpenStack cloud controller manager's [Networking] address-sort-order=%s (the ClusterClass in templates/ does) so the cluster address comes first", internal[0], clusterCIDR, clusterCIDR)
+		}
+	}
+	if !hasShared && sharedAddress != "" {
+		return fmt.Sprintf("the shared-subnet address %s is not among the Node's addresses", sharedAddress)
+	}
+	return ""
+}
+
+// vmIngress reports whether the VM project's security groups admit the
+// shared subnet (the seed: allow the shared subnet's range in the security
+// groups of the VMs the cluster should reach).
+func (r *Reconciler) vmIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachment) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+		return
+	}
+	facts, ok := sn.Status.Subnet(a.Spec.Subnet)
+	cidr, err := netip.ParsePrefix(facts.CIDR)
+	if !ok || err != nil {
+		return
+	}
+	session, err := r.Credentials.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		return
+	}
+	rules, err := session.IngressFrom(ctx, cidr)
+	if err != nil {
+		return // keep the last answer
+	}
+	status := &sharednetv1.VMIngressStatus{Admitted: len(rules) > 0}
+	for _, rule := range rules {
+		status.Rules = append(status.Rules, rule.SecurityGroupID+"/"+rule.ID)
+	}
+	if !status.Admitted {
+		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", facts.IPVersion, cidr)
+	}
+	a.Status.VMIngress = status
+}
+
+// remove deletes the policy objects from the workload cluster.
+func remove(ctx context.Context, wc client.Client) error {
+	policy, binding, cm := Objects(Params{})
+	var errs []error
+	for _, obj := range []client.Object{binding, policy, cm} {
+		errs = append(errs, client.IgnoreNotFound(wc.Delete(ctx, obj)))
+	}
+	return errors.Join(errs...)
+}
