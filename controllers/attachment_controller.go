@@ -130,7 +130,7 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
 		return reconcile.Result{}, fmt.Errorf("nodegroup %s: SharedNetwork %s: %w", topology, value.Name, err)
 	}
-	subnet, v := rules.OneSubnet(sn.Name, subnetIDs(sn), sn.Spec.Subnets, value.Subnet)
+	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 	if v != nil {
 		return reconcile.Result{RequeueAfter: pollCloud}, fmt.Errorf("nodegroup %s: %w", topology, v)
 	}
@@ -341,10 +341,3 @@ func (r *AttachmentReconciler) patchStatus(ctx context.Context, a *sharednetv1.S
 	return r.Client.Status().Update(ctx, a)
 }
 
-func subnetIDs(sn *sharednetv1.SharedNetwork) []string {
-	ids := make([]string, 0, len(sn.Status.Subnets))
-	for _, s := range sn.Status.Subnets {
-		ids = append(ids, s.ID)
-	}
-	return ids
-}

@@ -182,6 +182,15 @@ func init() {
 	SchemeBuilder.Register(&SharedNetwork{}, &SharedNetworkList{})
 }
 
+// SubnetIDs are the IDs of the subnets whose facts are known.
+func (s *SharedNetworkStatus) SubnetIDs() []string {
+	ids := make([]string, 0, len(s.Subnets))
+	for _, subnet := range s.Subnets {
+		ids = append(ids, subnet.ID)
+	}
+	return ids
+}
+
 // Subnet returns the facts of the subnet with that ID, if known.
 func (s *SharedNetworkStatus) Subnet(id string) (SubnetStatus, bool) {
 	for _, subnet := range s.Subnets {

@@ -83,7 +83,7 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 	if len(sn.Status.Subnets) == 0 {
 		return errors.Join(append(errs, fmt.Errorf("facts of SharedNetwork %s are not known yet (its controller has not read them from Neutron: see `kubectl get sharednetwork %s`); nothing was changed, retry when it is Ready", sn.Name, sn.Name))...)
 	}
-	subnet, v := rules.OneSubnet(sn.Name, statusSubnetIDs(sn), sn.Spec.Subnets, value.Subnet)
+	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 	if v != nil {
 		return errors.Join(append(errs, v)...)
 	}

@@ -85,7 +85,7 @@ func (c *Checker) clusterRanges(ctx context.Context, cluster *clusterv1.Cluster,
 		if err != nil {
 			continue // that nodegroup's own check reports it
 		}
-		subnet, v := rules.OneSubnet(sn.Name, statusSubnetIDs(sn), sn.Spec.Subnets, value.Subnet)
+		subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 		if v != nil || subnet == subnetID {
 			continue // two nodegroups may share one subnet
 		}
@@ -164,7 +164,7 @@ func (c *Checker) consumers(ctx context.Context, sn *sharednetv1.SharedNetwork, 
 			if value.Name != sn.Name {
 				continue
 			}
-			s, v := rules.OneSubnet(sn.Name, statusSubnetIDs(sn), sn.Spec.Subnets, value.Subnet)
+			s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 			if v != nil || s != subnet {
 				continue
 			}
@@ -201,10 +201,3 @@ func (c *Checker) consumer(ctx context.Context, cluster *clusterv1.Cluster, topo
 	return consumer, nil
 }
 
-func statusSubnetIDs(sn *sharednetv1.SharedNetwork) []string {
-	ids := make([]string, 0, len(sn.Status.Subnets))
-	for _, s := range sn.Status.Subnets {
-		ids = append(ids, s.ID)
-	}
-	return ids
-}
