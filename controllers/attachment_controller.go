@@ -340,4 +340,3 @@ func (r *AttachmentReconciler) patchStatus(ctx context.Context, a *sharednetv1.S
 	a.Status.ObservedGeneration = a.Generation
 	return r.Client.Status().Update(ctx, a)
 }
-

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,6 +31,8 @@ import (
 const (
 	fieldOwner   = client.FieldOwner("capo-sharednet")
 	pollWorkload = 30 * time.Second
+	// installedAnnotation on a Cluster says its workload cluster holds the policy.
+	installedAnnotation = "sharednet.capo.io/guardrails"
 )
 
 var gatewayList = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GatewayList"}
@@ -78,6 +80,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
+	installed := cluster.Annotations[installedAnnotation] != ""
+	if len(attached) == 0 && !installed {
+		return reconcile.Result{}, nil // never touch a workload cluster that was never attached
+	}
 	wc, err := r.ClusterCache.GetClient(ctx, req.NamespacedName)
 	if err != nil {
 		if errors.Is(err, clustercache.ErrClusterNotConnected) {
@@ -86,7 +92,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if len(attached) == 0 {
-		return reconcile.Result{}, remove(ctx, wc)
+		if err := remove(ctx, wc); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, r.markInstalled(ctx, cluster, false)
 	}
 
 	osc := &infrav1.OpenStackCluster{}
@@ -106,6 +115,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // SSA of typed objects
 			return reconcile.Result{}, fmt.Errorf("installing %T %s in the workload cluster: %w", obj, obj.GetName(), err)
 		}
+	}
+
+	if err := r.markInstalled(ctx, cluster, true); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	misconfigured, services, err := audit(ctx, wc, params)
@@ -274,6 +287,25 @@ func (r *Reconciler) vmIngress(ctx context.Context, a *sharednetv1.SharedNetwork
 		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", facts.IPVersion, cidr)
 	}
 	a.Status.VMIngress = status
+}
+
+// markInstalled records on the Cluster that its workload cluster holds the
+// policy, so the policy is removed there later, and no other workload
+// cluster is ever connected to.
+func (r *Reconciler) markInstalled(ctx context.Context, cluster *clusterv1.Cluster, installed bool) error {
+	if (cluster.Annotations[installedAnnotation] != "") == installed {
+		return nil
+	}
+	patch := client.MergeFrom(cluster.DeepCopy())
+	if installed {
+		if cluster.Annotations == nil {
+			cluster.Annotations = map[string]string{}
+		}
+		cluster.Annotations[installedAnnotation] = PolicyName
+	} else {
+		delete(cluster.Annotations, installedAnnotation)
+	}
+	return r.Client.Patch(ctx, cluster, patch)
 }
 
 // remove deletes the policy objects from the workload cluster.

@@ -98,6 +98,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
 	}}
 	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, sn) })
 	g.Eventually(func(g Gomega) {
 		got := &sharednetv1.SharedNetwork{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())

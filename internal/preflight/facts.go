@@ -200,4 +200,3 @@ func (c *Checker) consumer(ctx context.Context, cluster *clusterv1.Cluster, topo
 	}
 	return consumer, nil
 }
-

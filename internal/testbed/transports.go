@@ -20,7 +20,7 @@ type Counter struct {
 // RoundTrip implements http.RoundTripper.
 func (c *Counter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	c.seen = append(c.seen, req.Method+" "+req.URL.Path)
+	c.seen = append(c.seen, req.Method+" "+req.URL.RequestURI())
 	c.mu.Unlock()
 	return c.Next.RoundTrip(req)
 }

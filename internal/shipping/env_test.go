@@ -1,0 +1,145 @@
+package shipping
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+)
+
+// certManagerVersion is the cert-manager clusterctl v1.12 installs by default
+// (config.CertManagerDefaultVersion): its CRDs validate our Issuer and Certificate.
+const certManagerVersion = "v1.20.1"
+
+var (
+	envOnce   sync.Once
+	env       *testenv.Environment
+	envErr    error
+	envCancel context.CancelFunc
+)
+
+// environment starts, once for the package, a real kube-apiserver with the
+// CRDs and webhooks of CAPI, CABPK, KCP and CAPO, CAPI's controllers, and the
+// CRDs of cert-manager (from the cert-manager module, at the version clusterctl
+// installs).
+func environment(t *testing.T) *testenv.Environment {
+	t.Helper()
+	envOnce.Do(func() {
+		certManager := moduleDir(t, "github.com/cert-manager/cert-manager", certManagerVersion)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		env, envErr = testenv.Start(ctx, testenv.Options{ExtraCRDPaths: []string{
+			filepath.Join(certManager, "deploy", "crds", "cert-manager.io_issuers.yaml"),
+			filepath.Join(certManager, "deploy", "crds", "cert-manager.io_certificates.yaml"),
+		}})
+		if envErr == nil {
+			envErr = sharednetv1.AddToScheme(env.Scheme)
+		}
+	})
+	if envErr != nil {
+		t.Fatalf("starting the test environment: %v", envErr)
+	}
+	return env
+}
+
+func stopEnvironment() {
+	if envCancel != nil {
+		envCancel()
+	}
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the test environment:", err)
+		}
+	}
+}
+
+var (
+	extensionOnce sync.Once
+	extensionURL  string
+	extensionErr  error
+)
+
+// extension runs this project's manager, as main.go builds it, on its own
+// HTTPS port of 127.0.0.1 (certificate of envtest, which covers 127.0.0.1),
+// and returns its URL. The CRDs must be installed first.
+func extension(t *testing.T, e *testenv.Environment) string {
+	t.Helper()
+	extensionOnce.Do(func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			extensionErr = err
+			return
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		mgr, err := manager.New(e.Config, manager.Options{
+			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
+			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+			Namespace: manager.DefaultNamespace,
+			// No cloud here: nothing in these tests may need a share.
+			WithoutAttachmentController: true,
+		})
+		if err != nil {
+			extensionErr = err
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		envCancel = cancel
+		go func() {
+			if err := mgr.Start(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "extension manager stopped:", err)
+			}
+		}()
+		extensionURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	})
+	if extensionErr != nil {
+		t.Fatalf("starting the extension: %v", extensionErr)
+	}
+	return extensionURL
+}
+
+// warnings collects the API server's warnings: CAPI's Cluster webhook admits a
+// Cluster whose ClusterClass is not reconciled with only a warning, and skips
+// the topology validation then.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
+}
+
+// clientWithWarnings is a client of e that records warnings instead of logging them.
+func clientWithWarnings(t *testing.T, e *testenv.Environment) (client.Client, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: e.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
