@@ -17,6 +17,8 @@ if ! "$testbed" status >/dev/null 2>&1; then
   "$testbed" start
   started=yes
 fi
+# This checkout's clouds.yaml (the bed may have been started from another one).
+clouds=$("$testbed" clouds)
 # A clean cloud for every run (what earlier runs left is wiped); tests create
 # uniquely named objects and never reset it themselves.
 "$testbed" reset
@@ -24,5 +26,5 @@ stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
 trap stop_bed EXIT
 
 export KUBEBUILDER_ASSETS="$assets"
-export CAPO_SHAREDNET_TESTBED_CLOUDS="$("$testbed" clouds)"
+export CAPO_SHAREDNET_TESTBED_CLOUDS="$clouds"
 go test ./... -count=1 -timeout 40m "$@"
