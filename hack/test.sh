@@ -12,18 +12,18 @@ testbed=hack/openstack-testbed/testbed.sh
 assets=$(./hack/ensure-envtest-assets.sh)
 
 started=""
+stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
+trap stop_bed EXIT
 if ! "$testbed" status >/dev/null 2>&1; then
+  started=yes
   "$testbed" install
   "$testbed" start
-  started=yes
 fi
 # This checkout's clouds.yaml (the bed may have been started from another one).
 clouds=$("$testbed" clouds)
 # A clean cloud for every run (what earlier runs left is wiped); tests create
 # uniquely named objects and never reset it themselves.
 "$testbed" reset
-stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
-trap stop_bed EXIT
 
 export KUBEBUILDER_ASSETS="$assets"
 export CAPO_SHAREDNET_TESTBED_CLOUDS="$clouds"
