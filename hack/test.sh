@@ -27,4 +27,5 @@ clouds=$("$testbed" clouds)
 
 export KUBEBUILDER_ASSETS="$assets"
 export CAPO_SHAREDNET_TESTBED_CLOUDS="$clouds"
-go test ./... -count=1 -timeout 40m "$@"
+# One package at a time: they share one OpenStack (quotas, usage counts).
+go test ./... -p 1 -count=1 -timeout 40m "$@"

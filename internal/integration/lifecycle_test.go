@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ import (
 type attachmentController struct {
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 }
 
 func startAttachmentController(t *testing.T) *attachmentController {
@@ -67,8 +69,10 @@ func startAttachmentController(t *testing.T) *attachmentController {
 }
 
 func (c *attachmentController) stop() {
-	c.cancel()
-	<-c.done
+	c.once.Do(func() {
+		c.cancel()
+		<-c.done
+	})
 }
 
 // TestNodegroupLifeCycleOnARealCloud: attach shares the network in Neutron and
