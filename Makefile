@@ -43,6 +43,10 @@ testbed: ## Install (once, as root) and start the OpenStack test bed on 127.0.0.
 testbed-stop: ## Stop the OpenStack test bed.
 	hack/openstack-testbed/testbed.sh stop
 
+.PHONY: test-e2e-kind
+test-e2e-kind: ## Run the kind e2e suite against a real OpenStack (needs Docker; docs/e2e.md).
+	go test ./e2e/kind -timeout 3h -v -args -e2e.config=$(ROOT)/e2e/kind/config/e2e.yaml -e2e.artifacts-folder=$(ROOT)/_artifacts/e2e-kind
+
 ##@ Build
 
 .PHONY: build
@@ -57,6 +61,12 @@ docker-build: ## Build the image (needs a Docker engine).
 envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once).
 	./hack/ensure-envtest-assets.sh >/dev/null
 
+RELEASE_VERSION ?= v0.1.0
+RELEASE_DIR ?= $(ROOT)/_artifacts/release
+.PHONY: release-manifests
+release-manifests: $(KUSTOMIZE) ## Build the clusterctl release assets (components, metadata, templates) into _artifacts/release.
+	KUSTOMIZE=$(KUSTOMIZE) ./hack/release-manifests.sh $(RELEASE_VERSION) $(RELEASE_DIR)
+
 ##@ Generate
 
 .PHONY: generate
@@ -65,10 +75,11 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable 
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=false paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths=./internal/variables/... output:crd:stdout > internal/variables/zz_generated.schema.yaml
+	go test ./internal/shipping -run TestReferenceIsGenerated -count=1 -update
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are not up to date.
-	@git diff --exit-code -- api config internal/variables || (echo "run 'make generate' and commit the result" && exit 1)
+	@git diff --exit-code -- api config internal/variables docs/reference.md || (echo "run 'make generate' and commit the result" && exit 1)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

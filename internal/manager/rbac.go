@@ -3,10 +3,10 @@ package manager
 // What the manager reads and writes; controller-gen turns these markers into
 // config/rbac/role.yaml (docs/rbac.md says why each verb is needed).
 //
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks;sharednetworkattachments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status;sharednetworkattachments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/finalizers;sharednetworkattachments/finalizers,verbs=update
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machinesets;machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status;sharednetworkattachments/status,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusters;openstackclustertemplates;openstackmachinetemplates;openstackmachines,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -15,4 +15,3 @@ package manager
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // CAPI's ClusterCache (WorkloadGuardrails) reads each cluster's kubeconfig Secret (get, above) and leases nothing.
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -602,9 +602,8 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 				cluster := findKind(t, all, "Cluster").DeepCopy()
 				mds, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "topology", "workers", "machineDeployments")
 				md := mds[0].(map[string]any)
-				overrides, _, _ := unstructured.NestedSlice(md, "variables", "overrides")
-				value := overrides[0].(map[string]any)["value"].(map[string]any)
-				value[tc.field] = tc.value
+				overrides := md["variables"].(map[string]any)["overrides"].([]any)
+				overrides[0].(map[string]any)["value"].(map[string]any)[tc.field] = tc.value
 				if err := unstructured.SetNestedSlice(cluster.Object, mds, "spec", "topology", "workers", "machineDeployments"); err != nil {
 					t.Fatal(err)
 				}

@@ -27,6 +27,7 @@ var (
 	env       *testenv.Environment
 	envErr    error
 	envCancel context.CancelFunc
+	extDone   chan struct{}
 )
 
 // environment starts, once for the package, a real kube-apiserver with the
@@ -56,6 +57,7 @@ func environment(t *testing.T) *testenv.Environment {
 func stopEnvironment() {
 	if envCancel != nil {
 		envCancel()
+		<-extDone
 	}
 	if env != nil {
 		if err := env.Stop(); err != nil {
@@ -95,8 +97,9 @@ func extension(t *testing.T, e *testenv.Environment) string {
 			return
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		envCancel = cancel
+		envCancel, extDone = cancel, make(chan struct{})
 		go func() {
+			defer close(extDone)
 			if err := mgr.Start(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "extension manager stopped:", err)
 			}

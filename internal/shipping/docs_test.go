@@ -1,0 +1,191 @@
+package shipping
+
+import (
+	"go/ast"
+	"go/token"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+)
+
+// refusal is one message a user can get, as written in the code.
+type refusal struct {
+	format, where string
+}
+
+// refusals collects the messages of the rules, the admission webhook, and the
+// preflight and hook errors a user acts on (those that say nothing was
+// changed, or name a missing object or the whole cluster).
+func refusals(t *testing.T) ([]refusal, []string) {
+	t.Helper()
+	userFacing := regexp.MustCompile(`nothing was changed|does not exist|whole cluster|cannot be reached`)
+	var out []refusal
+	var ruleNames []string
+	for _, dir := range []string{"rules", "webhooks", "preflight", "hooks"} {
+		all := dir == "rules" || dir == "webhooks"
+		for _, f := range parseDir(t, path("internal", dir)) {
+			ast.Inspect(f.file, func(n ast.Node) bool {
+				switch v := n.(type) {
+				case *ast.CallExpr:
+					if len(v.Args) == 0 {
+						return true
+					}
+					name := selectorName(v.Fun)
+					if id, ok := v.Fun.(*ast.Ident); ok {
+						name = id.Name
+					}
+					if name != "fail" && name != "fmt.Sprintf" && name != "fmt.Errorf" && name != "errors.New" {
+						return true
+					}
+					if lit, ok := v.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						s, _ := strconv.Unquote(lit.Value)
+						if all || userFacing.MatchString(s) {
+							out = append(out, refusal{s, relPath(f.name)})
+						}
+					}
+				case *ast.KeyValueExpr:
+					key, ok := v.Key.(*ast.Ident)
+					lit, isLit := v.Value.(*ast.BasicLit)
+					if !ok || !isLit || lit.Kind != token.STRING {
+						return true
+					}
+					s, _ := strconv.Unquote(lit.Value)
+					switch key.Name {
+					case "Message":
+						out = append(out, refusal{s, relPath(f.name)})
+					case "Rule":
+						ruleNames = append(ruleNames, s)
+					}
+				case *ast.ValueSpec:
+					for i, id := range v.Names {
+						if strings.HasPrefix(id.Name, "Rule") && i < len(v.Values) {
+							if lit, ok := v.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								s, _ := strconv.Unquote(lit.Value)
+								ruleNames = append(ruleNames, s)
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return out, ruleNames
+}
+
+// literals are the runs of a format between its verbs.
+func literals(format string) []string {
+	var out []string
+	for _, part := range regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z]`).Split(format, -1) {
+		out = append(out, strings.TrimSpace(part))
+	}
+	return out
+}
+
+func relPath(p string) string {
+	if r, err := filepath.Rel(repoRoot, p); err == nil {
+		return r
+	}
+	return p
+}
+
+// longestLiteral is the longest run of a format between its verbs.
+func longestLiteral(format string) string {
+	longest := ""
+	for _, part := range regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z]`).Split(format, -1) {
+		if len(part) > len(longest) {
+			longest = part
+		}
+	}
+	return strings.TrimSpace(longest)
+}
+
+// TestTroubleshootingCoversEveryRefusal: every rule has a section and every
+// message a user can be refused with is quoted in docs/troubleshooting.md.
+func TestTroubleshootingCoversEveryRefusal(t *testing.T) {
+	doc := string(mustRead(t, path("docs", "troubleshooting.md")))
+	msgs, rules := refusals(t)
+	if len(msgs) < 20 || len(rules) < 7 {
+		t.Fatalf("found only %d messages and %d rules in the code: has it moved?", len(msgs), len(rules))
+	}
+	for _, r := range rules {
+		if !strings.Contains(doc, "`"+r+":`") {
+			t.Errorf("rule %q has no section (`%s:`) in docs/troubleshooting.md", r, r)
+		}
+	}
+	for _, m := range msgs {
+		if len(longestLiteral(m.format)) < 20 {
+			continue // a fragment such as "%s (VIP %s"
+		}
+		for _, lit := range literals(m.format) {
+			if len(lit) >= 12 && !strings.Contains(doc, lit) {
+				t.Errorf("%s: message %q is not quoted in docs/troubleshooting.md (looked for %q)", m.where, m.format, lit)
+			}
+		}
+	}
+	// The variable's own CEL messages.
+	holder := readCRD(t, path("internal", "variables", "zz_generated.schema.yaml"))
+	for _, v := range holder.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["value"].XValidations {
+		for _, part := range strings.Split(v.MessageExpression, "'") {
+			if len(part) >= 20 && !strings.Contains(part, "self.") && !strings.Contains(doc, strings.TrimSpace(part)) {
+				t.Errorf("schema message %q is not quoted in docs/troubleshooting.md", part)
+			}
+		}
+	}
+}
+
+// rbacRule is one (API group, resource, verb) the components grant.
+type rbacRule struct{ group, resource, verb string }
+
+// TestRBACIsExplained: docs/rbac.md explains every verb the released
+// components grant the manager, row by row, and lists nothing that is not
+// granted (a stale row fails too).
+func TestRBACIsExplained(t *testing.T) {
+	objs, err := utilyaml.ToUnstructured(mustRead(t, release(t)+"/runtime-extension-components.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[rbacRule]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			r := r.(map[string]any)
+			for _, g := range r["apiGroups"].([]any) {
+				for _, res := range r["resources"].([]any) {
+					for _, v := range r["verbs"].([]any) {
+						group := g.(string)
+						if group == "" {
+							group = "core"
+						}
+						granted[rbacRule{group, res.(string), v.(string)}] = true
+					}
+				}
+			}
+		}
+	}
+	doc := string(mustRead(t, path("docs", "rbac.md")))
+	// Rows: | `group` | `resource` | `verb` | why |
+	row := regexp.MustCompile("(?m)^\\| `([^`]*)` \\| `([^`]*)` \\| `([^`]*)` \\|")
+	explained := map[rbacRule]bool{}
+	for _, m := range row.FindAllStringSubmatch(doc, -1) {
+		explained[rbacRule{m[1], m[2], m[3]}] = true
+	}
+	for r := range granted {
+		if !explained[r] {
+			t.Errorf("the components grant %s %s %q, docs/rbac.md does not say why (add a row: | `%s` | `%s` | `%s` | why |)", r.verb, r.resource, r.group, r.group, r.resource, r.verb)
+		}
+	}
+	for r := range explained {
+		if !granted[r] {
+			t.Errorf("docs/rbac.md explains %s %s %q, which the components no longer grant: remove the row", r.verb, r.resource, r.group)
+		}
+	}
+}
