@@ -20,6 +20,7 @@ import (
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -83,6 +84,10 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 			return reconcile.Result{}, err
 		}
 		cluster = nil
+	}
+	// A paused Cluster (e.g. during clusterctl move) is left alone, as CAPI's contract asks.
+	if cluster != nil && annotations.IsPaused(cluster, cluster) {
+		return reconcile.Result{}, nil
 	}
 	attachments := &sharednetv1.SharedNetworkAttachmentList{}
 	if err := r.Client.List(ctx, attachments, client.InNamespace(req.Namespace), client.MatchingLabels{ClusterLabel: req.Name}); err != nil {

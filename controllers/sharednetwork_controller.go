@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -113,6 +114,25 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return reconcile.Result{}, err
 	}
 	sn.Status.Consumers = consumers
+
+	// Kept while nodegroups use it: their shares can only be released with
+	// its credential and network.
+	if !sn.DeletionTimestamp.IsZero() {
+		if len(consumers) > 0 {
+			r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
+				fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", len(consumers)))
+			return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
+		}
+		if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
+			return reconcile.Result{}, r.Client.Update(ctx, sn)
+		}
+		return reconcile.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
+		if err := r.Client.Update(ctx, sn); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 
 	secret := &corev1.Secret{}
 	secretErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: sn.Spec.Identity.SecretName}, secret)

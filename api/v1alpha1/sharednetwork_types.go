@@ -13,10 +13,11 @@ const (
 	ReasonNetworkNotFound      = "NetworkNotFound"
 	ReasonSubnetNotOnNetwork   = "SubnetNotOnNetwork"
 	ReasonOpenStackUnavailable = "OpenStackUnavailable"
+	ReasonInUse                = "InUse"
 )
 
-// SharedNetworkFinalizer keeps a SharedNetwork until the shares it created are
-// removed from Neutron.
+// SharedNetworkFinalizer keeps a SharedNetwork while nodegroups use it: their
+// shares can only be released with its credential.
 const SharedNetworkFinalizer = "sharednet.capo.io/sharednetwork"
 
 // SharedNetworkSpec is what a management-cluster administrator offers: one

@@ -107,8 +107,11 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Labels: labels},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName: PolicyName,
+			// Without its parameters the policy cannot know which subnets are
+			// shared; refusing every load balancer of the cluster then would be
+			// worse than the audit catching what slips through.
 			ParamRef: &admissionregistrationv1.ParamRef{Name: ParamsName, Namespace: ParamsNamespace,
-				ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)},
+				ParameterNotFoundAction: ptr.To(admissionregistrationv1.AllowAction)},
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}

@@ -53,15 +53,16 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 		return out
 	}
 
-	// The policy takes effect once the API server has compiled it.
-	g.Eventually(func() error {
+	// The policy takes effect once the API server has compiled it and sees its parameters.
+	g.Eventually(func() string {
 		probe := service("probe", without(guardrails.InternalAnnotation))
 		err := env.Client.Create(ctx, probe)
 		if err == nil {
 			_ = env.Client.Delete(ctx, probe)
+			return ""
 		}
-		return err
-	}, 30*time.Second, 250*time.Millisecond).Should(HaveOccurred())
+		return err.Error()
+	}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
 
 	t.Run("a public load balancer on a shared subnet is refused", func(t *testing.T) {
 		g := NewWithT(t)

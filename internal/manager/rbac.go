@@ -3,7 +3,7 @@ package manager
 // What the manager reads and writes; controller-gen turns these markers into
 // config/rbac/role.yaml (docs/rbac.md says why each verb is needed).
 //
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status;sharednetworkattachments/status,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machines,verbs=get;list;watch
