@@ -143,6 +143,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		initial = observe(ctx, g, c)
 		g.Expect(initial.Nodegroups).To(HaveLen(2))
 		g.Expect(initial.Nodegroups["md-a"].MachineSets).To(HaveLen(1))
+		g.Expect(initial.Nodegroups["md-b"].MachineSets).To(HaveLen(1))
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 
 	attachment := func(g Gomega) *sharednetv1.SharedNetworkAttachment {

@@ -344,6 +344,9 @@ func (e *Environment) StartCAPI(ctx context.Context) error {
 		HealthProbeBindAddress: "0",
 		// A restarted manager registers controllers with the same names again.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// In-flight reconciles may wait on a slow extension call (10 s timeout
+		// each) on a loaded machine: give the stop room instead of failing it.
+		GracefulShutdownTimeout: ptr.To(2 * time.Minute),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)},
 		}},
