@@ -109,8 +109,10 @@ func TestValidateTopologyIsTheBackstopOfAdmission(t *testing.T) {
 		g := NewWithT(t)
 		// Attached (share established), then the administrator narrows the grant.
 		establishShare(ctx, g, cluster, "md-a", "vm-restricted", "66666666-6666-4666-8666-666666666666")
-		resp := validate(nil, variable(sharednetv1.VariableName, map[string]string{"name": "vm-restricted"}))
-		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+		// Once the manager's cache has seen the attachment.
+		g.Eventually(func() runtimehooksv1.ResponseStatus {
+			return validate(nil, variable(sharednetv1.VariableName, map[string]string{"name": "vm-restricted"})).Status
+		}, 10*time.Second, 100*time.Millisecond).Should(Equal(runtimehooksv1.ResponseStatusSuccess))
 	})
 }
 
