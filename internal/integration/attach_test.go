@@ -63,31 +63,7 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 	ns := grantedNamespace(ctx, g)
 	createSharedNetworks(ctx, g, ns)
 	class := "shared-network"
-	// Admission asks the cluster's project (port quota, load balancers) with
-	// the cluster's own credential, here the test bed's cluster project.
-	clusterIdentity(ctx, t, ns, class)
-	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
-		Name: "shared-network",
-		External: &clusterv1.ExternalPatchDefinition{
-			GeneratePatchesExtension:   "generate-patches." + extensionConfigName,
-			ValidateTopologyExtension:  "validate-topology." + extensionConfigName,
-			DiscoverVariablesExtension: "discover-variables." + extensionConfigName,
-		},
-	})...)).To(Succeed())
-	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
-
-	cluster := testenv.Cluster(ns, "c1", class, "md-a", "md-b")
-	cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
-	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
-
-	var initial state
-	g.Eventually(func(g Gomega) {
-		initial = observe(ctx, g, cluster)
-		g.Expect(initial.Nodegroups).To(HaveLen(2))
-		for _, ng := range initial.Nodegroups {
-			g.Expect(ng.MachineSets).To(HaveLen(1))
-		}
-	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+	cluster, initial := clusterOfTheExtension(ctx, t, ns, class, "c1")
 	g.Expect(ports(ctx, g, ns, initial.Nodegroups["md-a"].Template)).To(BeEmpty())
 
 	t.Run("setting the variable alone rolls nothing until the network is shared", func(t *testing.T) {
@@ -231,6 +207,36 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 		g.Expect(ports(ctx, g, ns, detached.Nodegroups["md-a"].Template)).To(BeEmpty())
 	})
+}
+
+// clusterOfTheExtension creates, in ns, a ClusterClass whose external patch
+// is this extension, the identity Secret its OpenStackClusterTemplate names
+// (admission asks the cluster's project with it), and a Cluster with md-a and
+// md-b; it returns the Cluster once both nodegroups have their MachineSet.
+func clusterOfTheExtension(ctx context.Context, t *testing.T, ns, class, name string) (*clusterv1.Cluster, state) {
+	g := NewWithT(t)
+	clusterIdentity(ctx, t, ns, class)
+	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
+		Name: "shared-network",
+		External: &clusterv1.ExternalPatchDefinition{
+			GeneratePatchesExtension:   "generate-patches." + extensionConfigName,
+			ValidateTopologyExtension:  "validate-topology." + extensionConfigName,
+			DiscoverVariablesExtension: "discover-variables." + extensionConfigName,
+		},
+	})...)).To(Succeed())
+	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
+	cluster := testenv.Cluster(ns, name, class, "md-a", "md-b")
+	cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	var initial state
+	g.Eventually(func(g Gomega) {
+		initial = observe(ctx, g, cluster)
+		g.Expect(initial.Nodegroups).To(HaveLen(2))
+		for _, ng := range initial.Nodegroups {
+			g.Expect(ng.MachineSets).To(HaveLen(1))
+		}
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+	return cluster, initial
 }
 
 // clusterIdentity writes the identityRef Secret the harness's

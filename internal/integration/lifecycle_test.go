@@ -33,7 +33,6 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
 )
 
 // attachmentController runs the real attachment reconciler in a manager of
@@ -124,27 +123,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 
 	// The cluster, its credential, and its two nodegroups.
 	ns := grantedNamespace(ctx, g)
-	class := "life"
-	clusterIdentity(ctx, t, ns, class)
-	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
-		Name: "shared-network",
-		External: &clusterv1.ExternalPatchDefinition{
-			GeneratePatchesExtension:   "generate-patches." + extensionConfigName,
-			ValidateTopologyExtension:  "validate-topology." + extensionConfigName,
-			DiscoverVariablesExtension: "discover-variables." + extensionConfigName,
-		},
-	})...)).To(Succeed())
-	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
-	c := testenv.Cluster(ns, "c-life", class, "md-a", "md-b")
-	c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
-	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
-	var initial state
-	g.Eventually(func(g Gomega) {
-		initial = observe(ctx, g, c)
-		g.Expect(initial.Nodegroups).To(HaveLen(2))
-		g.Expect(initial.Nodegroups["md-a"].MachineSets).To(HaveLen(1))
-		g.Expect(initial.Nodegroups["md-b"].MachineSets).To(HaveLen(1))
-	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+	c, initial := clusterOfTheExtension(ctx, t, ns, "life", "c-life")
 
 	attachment := func(g Gomega) *sharednetv1.SharedNetworkAttachment {
 		a := &sharednetv1.SharedNetworkAttachment{}
