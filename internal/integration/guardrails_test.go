@@ -14,7 +14,9 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 )
 
-// TestGuardrailsPolicyIsEnforcedByTheAPIServer installs the policy into a real
+// TestGuardrailsPolicyIsEnforcedByTheAPIServer (it runs before the
+// controller test in workload_guardrails_test.go, which installs and removes
+// the same objects) installs the policy into a real
 // API server (the one the harness's clusters use as their workload cluster)
 // and lets the API server itself judge Services, as in a workload cluster.
 func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
@@ -62,7 +64,7 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 			return ""
 		}
 		return err.Error()
-	}, 30*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
+	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
 
 	t.Run("a public load balancer on a shared subnet is refused", func(t *testing.T) {
 		g := NewWithT(t)
