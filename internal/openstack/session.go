@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -108,7 +109,9 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if cred.Cloud.Verify != nil {
 		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify //nolint:gosec // the cloud's own setting
 	}
-	if len(cred.CACert) > 0 {
+	// A blank cacert (CAPO's templates default it to one newline) means the
+	// host's CAs, as CAPO reads it.
+	if len(bytes.TrimSpace(cred.CACert)) > 0 {
 		tlsConfig.RootCAs = x509.NewCertPool()
 		if !tlsConfig.RootCAs.AppendCertsFromPEM(cred.CACert) {
 			return nil, fmt.Errorf("%s: cacert holds no PEM certificate", cred.Name)
