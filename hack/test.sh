@@ -11,6 +11,13 @@ testbed=hack/openstack-testbed/testbed.sh
 
 assets=$(./hack/ensure-envtest-assets.sh)
 
+# The reset below wipes the cloud: refuse while the demo's plane uses it.
+demo_pid=_artifacts/demo/plane.pid
+if [ -s "$demo_pid" ] && kill -0 "$(cat "$demo_pid")" 2>/dev/null; then
+  echo "make demo is running (pid $(cat "$demo_pid")) and the tests would wipe its cloud: run 'make demo-down' first" >&2
+  exit 1
+fi
+
 started=""
 stop_bed() { if [ -n "$started" ]; then "$testbed" stop || true; fi; }
 trap stop_bed EXIT
@@ -28,4 +35,8 @@ clouds=$("$testbed" clouds)
 export KUBEBUILDER_ASSETS="$assets"
 export CAPO_SHAREDNET_TESTBED_CLOUDS="$clouds"
 # One package at a time: they share one OpenStack (quotas, usage counts).
-go test ./... -p 1 -count=1 -timeout 40m "$@"
+# Arguments replace ./... (e.g. `hack/test.sh ./e2e/ -v`). The per-package
+# timeout is short enough that a hang fails with its stacks well inside CI's
+# 90 minutes instead of eating them.
+if [ "$#" -eq 0 ]; then set -- ./...; fi
+go test -p 1 -count=1 -timeout 20m "$@"

@@ -30,6 +30,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,11 +116,9 @@ type Environment struct {
 	stopProvider context.CancelFunc
 	providerDone chan error
 
-	capiMu     sync.Mutex
-	capiCancel context.CancelFunc
-	capiDone   chan error
-	capiRC     runtimeclient.Client
-	capiClean  func() // shuts down the ClusterCache's workload cluster caches
+	capiMu   sync.Mutex
+	capiStop func() error // stops the CAPI and ClusterCache managers
+	capiRC   runtimeclient.Client
 }
 
 var (
@@ -327,19 +326,82 @@ func (e *Environment) startProviders(ctx context.Context) error {
 }
 
 // StartCAPI starts a new CAPI manager (ClusterClass, ClusterTopology, MachineDeploymentTopology,
-// MachineSetTopology, Cluster, MachineDeployment, MachineSet and ExtensionConfig reconcilers, the
-// ClusterCache, and a fresh Runtime SDK client). It returns once its caches are synced. ctx
-// bounds the start-up only.
+// MachineSetTopology, Cluster, MachineDeployment, MachineSet and ExtensionConfig reconcilers and
+// a fresh Runtime SDK client) and, in a manager of its own, the ClusterCache. It returns once
+// the caches are synced. ctx bounds the start-up only.
 func (e *Environment) StartCAPI(ctx context.Context) error {
 	e.capiMu.Lock()
 	defer e.capiMu.Unlock()
-	if e.capiCancel != nil {
+	if e.capiStop != nil {
 		return errors.New("testenv: CAPI is already running")
 	}
 
+	// The ClusterCache's reconciler sends Cluster events on unbuffered channels that CAPI's
+	// controllers read. In one manager, a stop that ends those readers first leaves the send
+	// blocked for the whole grace period; in its own manager, stopped first, it always has one.
+	ccMgr, err := ctrl.NewManager(e.Config, capiManagerOptions(e.Scheme))
+	if err != nil {
+		return err
+	}
+	clusterCache, err := setupClusterCache(ctx, ccMgr)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(e.Config, capiManagerOptions(e.Scheme))
+	if err != nil {
+		return err
+	}
+	rc, err := setupCAPI(ctx, mgr, clusterCache)
+	if err != nil {
+		return err
+	}
+	stopCC, err := startManager(ctx, ccMgr)
+	if err != nil {
+		clusterCache.shutdown()
+		return fmt.Errorf("testenv: ClusterCache manager: %w", err)
+	}
+	stopCAPI, err := startManager(ctx, mgr)
+	if err != nil {
+		_ = stopCC()
+		clusterCache.shutdown()
+		return fmt.Errorf("testenv: CAPI manager: %w", err)
+	}
+	e.capiRC = rc
+	e.capiStop = func() error {
+		errCC := stopCC()
+		errCAPI := stopCAPI()
+		clusterCache.shutdown()
+		return errors.Join(errCC, errCAPI)
+	}
+	return nil
+}
+
+// StopCAPI stops the CAPI manager and waits for it to finish. The API server, the admission
+// webhooks and the stand-ins keep running. A no-op when CAPI is not running.
+func (e *Environment) StopCAPI() error {
+	e.capiMu.Lock()
+	defer e.capiMu.Unlock()
+	if e.capiStop == nil {
+		return nil
+	}
+	err := e.capiStop()
+	e.capiStop, e.capiRC = nil, nil
+	return err
+}
+
+// RuntimeClient returns the Runtime SDK client of the running CAPI manager (nil when stopped),
+// e.g. to check which extension handlers are registered.
+func (e *Environment) RuntimeClient() runtimeclient.Client {
+	e.capiMu.Lock()
+	defer e.capiMu.Unlock()
+	return e.capiRC
+}
+
+// capiManagerOptions are the options of CAPI's main.go that matter here.
+func capiManagerOptions(scheme *runtime.Scheme) ctrl.Options {
 	req, _ := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme:                 e.Scheme,
+	return ctrl.Options{
+		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// A restarted manager registers controllers with the same names again.
@@ -354,70 +416,52 @@ func (e *Environment) StartCAPI(ctx context.Context) error {
 			DisableFor:   []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}},
 			Unstructured: true,
 		}},
-	})
-	if err != nil {
-		return err
 	}
-	rc, clean, err := setupCAPI(ctx, mgr)
-	if err != nil {
-		return err
-	}
+}
 
+// startManager starts mgr and returns once it runs with synced caches, with the func that
+// stops it and waits for it. ctx bounds the start-up only.
+func startManager(ctx context.Context, mgr ctrl.Manager) (stop func() error, _ error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(runCtx) }()
+	stop = func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			// Leave a trace of what still runs: a stop that needs the grace period is a
+			// bug to find from a CI log.
+			fmt.Fprintln(os.Stderr, "testenv: a CAPI manager is still stopping after 30s; goroutines:")
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			return <-done
+		}
+	}
 	select {
 	case <-mgr.Elected():
 	case err := <-done:
 		cancel()
-		clean()
-		return fmt.Errorf("testenv: CAPI manager stopped: %w", err)
+		return nil, fmt.Errorf("stopped: %w", err)
 	case <-ctx.Done():
-		cancel()
-		<-done
-		clean()
-		return ctx.Err()
+		_ = stop()
+		return nil, ctx.Err()
 	}
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		cancel()
-		<-done
-		clean()
-		return errors.New("testenv: CAPI manager caches did not sync")
+		_ = stop()
+		return nil, errors.New("caches did not sync")
 	}
-	e.capiCancel, e.capiDone, e.capiRC, e.capiClean = cancel, done, rc, clean
-	return nil
+	return stop, nil
 }
 
-// StopCAPI stops the CAPI manager and waits for it to finish. The API server, the admission
-// webhooks and the stand-ins keep running. A no-op when CAPI is not running.
-func (e *Environment) StopCAPI() error {
-	e.capiMu.Lock()
-	defer e.capiMu.Unlock()
-	if e.capiCancel == nil {
-		return nil
-	}
-	e.capiCancel()
-	err := <-e.capiDone
-	e.capiClean()
-	e.capiCancel, e.capiDone, e.capiRC, e.capiClean = nil, nil, nil, nil
-	return err
+// clusterCache is CAPI's ClusterCache with the test-only shutdown of its workload caches.
+type clusterCache struct {
+	clustercache.ClusterCache
+	shutdown func()
 }
 
-// RuntimeClient returns the Runtime SDK client of the running CAPI manager (nil when stopped),
-// e.g. to check which extension handlers are registered.
-func (e *Environment) RuntimeClient() runtimeclient.Client {
-	e.capiMu.Lock()
-	defer e.capiMu.Unlock()
-	return e.capiRC
-}
-
-// setupCAPI wires CAPI's reconcilers like CAPI's main.go does (setupReconcilers). It returns
-// the runtime client and a func to call after the manager stopped.
-func setupCAPI(ctx context.Context, mgr ctrl.Manager) (_ runtimeclient.Client, clean func(), _ error) {
-	clean = func() {}
-	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
-		return nil, clean, err
-	}
+// setupClusterCache sets up CAPI's ClusterCache as CAPI's main.go does.
+func setupClusterCache(ctx context.Context, mgr ctrl.Manager) (*clusterCache, error) {
 	secretCachingClient, err := client.New(mgr.GetConfig(), client.Options{
 		HTTPClient: mgr.GetHTTPClient(),
 		Scheme:     mgr.GetScheme(),
@@ -425,9 +469,9 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager) (_ runtimeclient.Client, c
 		Cache:      &client.CacheOptions{Reader: mgr.GetCache()},
 	})
 	if err != nil {
-		return nil, clean, err
+		return nil, err
 	}
-	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretCachingClient,
 		Cache:        clustercache.CacheOptions{Indexes: []clustercache.CacheOptionsIndex{clustercache.NodeProviderIDIndex}},
 		Client: clustercache.ClientOptions{
@@ -439,16 +483,26 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager) (_ runtimeclient.Client, c
 		},
 	}, controller.Options{MaxConcurrentReconciles: 10})
 	if err != nil {
-		return nil, clean, err
+		return nil, err
 	}
-	// The ClusterCache's workload-cluster caches do not stop with the manager (their watches
-	// would keep kube-apiserver from terminating): shut them down explicitly. Also skip the
-	// per-cluster RSA key generation (only KCP's etcd client uses it).
-	if sd, ok := clusterCache.(interface{ Shutdown() }); ok {
-		clean = sd.Shutdown
+	out := &clusterCache{ClusterCache: cc, shutdown: func() {}}
+	// The workload-cluster caches do not stop with the manager (their watches would keep
+	// kube-apiserver from terminating): shut them down explicitly. Also skip the per-cluster
+	// RSA key generation (only KCP's etcd client uses it).
+	if sd, ok := cc.(interface{ Shutdown() }); ok {
+		out.shutdown = sd.Shutdown
 	}
-	if d, ok := clusterCache.(interface{ DisablePrivateKeyGeneration() }); ok {
+	if d, ok := cc.(interface{ DisablePrivateKeyGeneration() }); ok {
 		d.DisablePrivateKeyGeneration()
+	}
+	return out, nil
+}
+
+// setupCAPI wires CAPI's reconcilers like CAPI's main.go does (setupReconcilers) and returns
+// the runtime client.
+func setupCAPI(ctx context.Context, mgr ctrl.Manager, clusterCache clustercache.ClusterCache) (runtimeclient.Client, error) {
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return nil, err
 	}
 	rc := NewRuntimeClient(mgr.GetClient())
 
@@ -459,10 +513,10 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager) (_ runtimeclient.Client, c
 		HTTPClient: mgr.GetHTTPClient(),
 	})
 	if err != nil {
-		return nil, clean, err
+		return nil, err
 	}
 	if err := mgr.Add(partialSecretCache); err != nil {
-		return nil, clean, err
+		return nil, err
 	}
 
 	opts := controller.Options{MaxConcurrentReconciles: 5}
@@ -495,10 +549,10 @@ func setupCAPI(ctx context.Context, mgr ctrl.Manager) (_ runtimeclient.Client, c
 		},
 	} {
 		if err := setup(); err != nil {
-			return nil, clean, fmt.Errorf("testenv: setting up %s controller: %w", name, err)
+			return nil, fmt.Errorf("testenv: setting up %s controller: %w", name, err)
 		}
 	}
-	return rc, clean, nil
+	return rc, nil
 }
 
 // Stop stops CAPI, the providers manager and the API server, and removes Dir.
