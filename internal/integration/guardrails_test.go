@@ -8,21 +8,21 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 )
 
-// TestGuardrailsPolicyIsEnforcedByTheAPIServer (it runs before the
-// controller test in workload_guardrails_test.go, which installs and removes
-// the same objects) installs the policy into a real
-// API server (the one the harness's clusters use as their workload cluster)
-// and lets the API server itself judge Services, as in a workload cluster.
-func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	const clusterSubnet = "c0c0c0c0-0000-4000-8000-000000000001"
+// clusterSubnet is the cluster's own subnet in the policy tests.
+const clusterSubnet = "c0c0c0c0-0000-4000-8000-000000000001"
+
+// installPolicy installs the policy, its binding and its parameters (shared
+// subnets vmSubnet and twoSubnetsA, cluster subnet clusterSubnet) for the
+// test, as the controller does in a workload cluster.
+func installPolicy(ctx context.Context, t *testing.T, g Gomega) {
+	t.Helper()
 	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{vmSubnet, twoSubnetsA}, ClusterSubnet: clusterSubnet})
 	for _, obj := range []client.Object{params, policy, binding} {
 		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
@@ -32,6 +32,38 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 			_ = env.Client.Delete(ctx, obj)
 		}
 	})
+}
+
+// correctAnnotations are the seed's three annotations, right.
+func correctAnnotations() map[string]string {
+	return map[string]string{
+		guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmSubnet, guardrails.MemberSubnetAnnotation: clusterSubnet,
+	}
+}
+
+// with is a copy of annotations with key set to value, or removed when value is "".
+func with(annotations map[string]string, key, value string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		out[k] = v
+	}
+	if value == "" {
+		delete(out, key)
+	} else {
+		out[key] = value
+	}
+	return out
+}
+
+// TestGuardrailsPolicyIsEnforcedByTheAPIServer (it runs before the
+// controller test in workload_guardrails_test.go, which installs and removes
+// the same objects) installs the policy into a real
+// API server (the one the harness's clusters use as their workload cluster)
+// and lets the API server itself judge Services, as in a workload cluster.
+func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	installPolicy(ctx, t, g)
 	ns, err := env.CreateNamespace(ctx, "workload")
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -42,18 +74,8 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 		}
 	}
-	correct := map[string]string{
-		guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmSubnet, guardrails.MemberSubnetAnnotation: clusterSubnet,
-	}
-	without := func(key string) map[string]string {
-		out := map[string]string{}
-		for k, v := range correct {
-			if k != key {
-				out[k] = v
-			}
-		}
-		return out
-	}
+	correct := correctAnnotations()
+	without := func(key string) map[string]string { return with(correct, key, "") }
 
 	// The policy takes effect once the API server has compiled it and sees its parameters.
 	g.Eventually(func() string {
@@ -110,5 +132,123 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 		clusterIP := service("cluster-ip", without(guardrails.InternalAnnotation))
 		clusterIP.Spec.Type = corev1.ServiceTypeClusterIP
 		g.Expect(env.Client.Create(ctx, clusterIP)).To(Succeed())
+	})
+}
+
+// TestGuardrailsPolicyJudgesGateways is the same for Envoy Gateway Gateways,
+// whose annotations are under spec.infrastructure.annotations (Envoy Gateway
+// copies them onto the LoadBalancer Service it creates): the Gateway API CRDs
+// of sigs.k8s.io/gateway-api are installed into the same real API server,
+// which judges the Gateways itself.
+func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	installGatewayAPI(t)
+	installPolicy(ctx, t, g)
+	ns, err := env.CreateNamespace(ctx, "gateways")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	correct := correctAnnotations()
+	create := func(name string, annotations map[string]string) error {
+		return env.Client.Create(ctx, gateway(ns, name, annotations))
+	}
+	// update sets the Gateway's infrastructure annotations (nil: removes spec.infrastructure).
+	update := func(name string, annotations map[string]string) error {
+		gw := gateway(ns, name, nil)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
+			return err
+		}
+		if annotations == nil {
+			unstructured.RemoveNestedField(gw.Object, "spec", "infrastructure")
+		} else if err := unstructured.SetNestedStringMap(gw.Object, annotations, "spec", "infrastructure", "annotations"); err != nil {
+			return err
+		}
+		return env.Client.Update(ctx, gw)
+	}
+
+	// The policy takes effect once the API server has compiled it and sees its parameters.
+	g.Eventually(func() string {
+		probe := gateway(ns, "probe", with(correct, guardrails.InternalAnnotation, ""))
+		err := env.Client.Create(ctx, probe)
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+			return ""
+		}
+		return err.Error()
+	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
+
+	t.Run("the correct Gateway is accepted", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(create("my-gateway", correct)).To(Succeed())
+	})
+	t.Run("a public load balancer on a shared subnet is refused", func(t *testing.T) {
+		for name, annotations := range map[string]map[string]string{
+			"internal-missing": with(correct, guardrails.InternalAnnotation, ""),
+			"internal-false":   with(correct, guardrails.InternalAnnotation, "false"),
+		} {
+			g := NewWithT(t)
+			err := create(name, annotations)
+			g.Expect(err).To(HaveOccurred(), name)
+			g.Expect(err.Error()).To(And(ContainSubstring(guardrails.InternalAnnotation), ContainSubstring(`"true"`),
+				ContainSubstring("reachable from the internet")), name)
+		}
+	})
+	t.Run("a load balancer that cannot reach the nodes is refused", func(t *testing.T) {
+		for name, annotations := range map[string]map[string]string{
+			"members-missing":        with(correct, guardrails.MemberSubnetAnnotation, ""),
+			"members-on-shared":      with(correct, guardrails.MemberSubnetAnnotation, vmSubnet),
+			"members-somewhere-else": with(correct, guardrails.MemberSubnetAnnotation, "c0c0c0c0-0000-4000-8000-000000000009"),
+		} {
+			g := NewWithT(t)
+			err := create(name, annotations)
+			g.Expect(err).To(HaveOccurred(), name)
+			g.Expect(err.Error()).To(And(ContainSubstring(guardrails.MemberSubnetAnnotation), ContainSubstring(clusterSubnet),
+				ContainSubstring("every request fails")), name)
+		}
+	})
+	t.Run("the three annotations cannot be added, changed or removed", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(create("edited", correct)).To(Succeed())
+		for what, annotations := range map[string]map[string]string{
+			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, twoSubnetsA),
+			"subnet removed":         with(correct, guardrails.SubnetAnnotation, ""),
+			"internal changed":       with(correct, guardrails.InternalAnnotation, "false"),
+			"internal removed":       with(correct, guardrails.InternalAnnotation, ""),
+			"members changed":        with(correct, guardrails.MemberSubnetAnnotation, vmSubnet),
+			"members removed":        with(correct, guardrails.MemberSubnetAnnotation, ""),
+			"all removed":            {},
+			"infrastructure removed": nil,
+		} {
+			err := update("edited", annotations)
+			g.Expect(err).To(HaveOccurred(), what)
+			g.Expect(err.Error()).To(Or(
+				ContainSubstring("read only when the load balancer is created: to change them, delete this object and create it again"),
+				ContainSubstring("reachable from the internet"), ContainSubstring("every request fails")), what)
+		}
+		// Where no other rule is broken, the message is the one about editing.
+		for what, annotations := range map[string]map[string]string{
+			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, twoSubnetsA),
+			"subnet removed": with(correct, guardrails.SubnetAnnotation, ""),
+			"all removed":    {},
+		} {
+			err := update("edited", annotations)
+			g.Expect(err).To(HaveOccurred(), what)
+			g.Expect(err.Error()).To(And(ContainSubstring("delete this object and create it again"),
+				ContainSubstring(guardrails.InternalAnnotation), ContainSubstring(guardrails.SubnetAnnotation),
+				ContainSubstring(guardrails.MemberSubnetAnnotation)), what)
+		}
+		g.Expect(update("edited", with(correct, "example.com/team", "a"))).To(Succeed(), "other annotations may change")
+
+		g.Expect(create("public-first", nil)).To(Succeed(), "a public Gateway is not our business")
+		err := update("public-first", correct)
+		g.Expect(err).To(HaveOccurred(), "all three added")
+		g.Expect(err.Error()).To(ContainSubstring("delete this object and create it again"), "all three added")
+		g.Expect(update("public-first", map[string]string{guardrails.SubnetAnnotation: vmSubnet})).NotTo(Succeed(), "subnet added")
+	})
+	t.Run("Gateways not on a shared subnet are not touched", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(create("elsewhere", map[string]string{guardrails.SubnetAnnotation: "c0c0c0c0-0000-4000-8000-000000000009"})).To(Succeed())
+		g.Expect(create("no-annotations", map[string]string{})).To(Succeed())
+		g.Expect(update("elsewhere", map[string]string{guardrails.SubnetAnnotation: "c0c0c0c0-0000-4000-8000-00000000000a"})).To(Succeed())
 	})
 }

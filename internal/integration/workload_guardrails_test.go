@@ -64,6 +64,12 @@ func TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(ctx, old)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, old) })
+	// And an Envoy Gateway Gateway whose load balancer could not reach the nodes.
+	installGatewayAPI(t)
+	oldGateway := gateway(workloadNS, "gateway-made-before", map[string]string{guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmSubnet})
+	// (Eventually: the API server may still hold the policy an earlier test removed.)
+	g.Eventually(func() error { return env.Client.Create(ctx, oldGateway.DeepCopy()) }, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, oldGateway) })
 	// A Node whose InternalIP is its shared-subnet address.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c-guarded-md-a-node"}}
 	g.Expect(env.Client.Create(ctx, node)).To(Succeed())
@@ -100,10 +106,13 @@ func TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit(t *testing.T) {
 		g.Expect(got.Status.Workload).NotTo(BeNil())
 		g.Expect(got.Status.Workload.PolicyInstalled).To(BeTrue())
 		g.Expect(got.Status.Workload.Misconfigured).To(ContainElement(And(
-			HaveField("Name", "made-before"), HaveField("Reason", ContainSubstring("reachable from the internet")))))
+			HaveField("Kind", "Service"), HaveField("Name", "made-before"), HaveField("Reason", ContainSubstring("reachable from the internet")))))
+		g.Expect(got.Status.Workload.Misconfigured).To(ContainElement(And(
+			HaveField("Kind", "Gateway"), HaveField("Namespace", workloadNS), HaveField("Name", "gateway-made-before"),
+			HaveField("Reason", And(ContainSubstring(guardrails.MemberSubnetAnnotation), ContainSubstring("every request fails"))))))
 		g.Expect(got.Status.Workload.UnaccountedLoadBalancers).To(ConsistOf(ContainSubstring("kube_service_x_gone_svc")))
 		g.Expect(got.Status.Workload.Nodes).To(ConsistOf(And(HaveField("Name", node.Name), HaveField("Reason", ContainSubstring("address-sort-order")))))
-	}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "within three of the controller's 30s polls")
 
 	t.Run("the policy goes with the last attachment", func(t *testing.T) {
 		g := NewWithT(t)
