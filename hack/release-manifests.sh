@@ -7,6 +7,7 @@
 #   <out>/metadata.yaml                        release series -> CAPI contract
 #   <out>/clusterclass-shared-network.yaml     templates/, unchanged
 #   <out>/cluster-template-shared-network.yaml
+#   <out>/cloud-config-shared-network.yaml      (the cloud controller manager's, for that cluster)
 #
 # Usage: hack/release-manifests.sh <version> [<out dir>]   (default _artifacts/release)
 # The version must be semver (vX.Y.Z...) and its X.Y must be a release series of
@@ -56,5 +57,5 @@ cp -r config "$work/config"
 mkdir -p "$out"
 "$kustomize" build "$work/config/default" > "$out/runtime-extension-components.yaml"
 cp metadata.yaml "$out/metadata.yaml"
-cp templates/clusterclass-*.yaml templates/cluster-template*.yaml "$out/"
+cp templates/clusterclass-*.yaml templates/cluster-template*.yaml templates/cloud-config-*.yaml "$out/"
 echo "$out"

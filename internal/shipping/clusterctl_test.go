@@ -2,6 +2,7 @@ package shipping
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,12 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
@@ -668,6 +672,103 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 			}
 		}
 	})
+
+	t.Run("the cloud controller manager's configuration sorts the nodes' subnet first", func(t *testing.T) {
+		cloudConfig(t, ctx, c, warned, bin, home, env, findKind(t, all, "Cluster"))
+	})
+}
+
+// cloudConfig renders templates/cloud-config-shared-network.yaml with
+// `clusterctl generate yaml` and the cluster's values, checks that its
+// placeholders are documented, that its ClusterResourceSet selects the
+// generated Cluster and delivers kube-system/cloud-config with
+// [Networking] address-sort-order = the nodes' subnet, and creates it.
+func cloudConfig(t *testing.T, ctx context.Context, c client.Client, warned *warnings, bin, home string, env []string, cluster *unstructured.Unstructured) {
+	template := path("templates", "cloud-config-shared-network.yaml")
+	genEnv := slices.Clone(env)
+	for k, v := range clusterVariables {
+		genEnv = append(genEnv, k+"="+v)
+	}
+	genEnv = append(genEnv, "CLUSTER_NAME="+cluster.GetName(), "NAMESPACE="+cluster.GetNamespace())
+
+	docs, err := os.ReadFile(path("docs", "templates.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := string(run(t, home, genEnv, bin, "generate", "yaml", "--from", template, "--list-variables"))
+	for _, line := range strings.Split(listed, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "- "); ok {
+			name := strings.Fields(rest)[0]
+			_, given := clusterVariables[name]
+			_, byClusterctl := clusterctlSets[name]
+			if !given && !byClusterctl {
+				t.Errorf("placeholder %s of %s is not one of the cluster template's", name, template)
+			}
+			if !strings.Contains(string(docs), "| `"+name+"` |") {
+				t.Errorf("placeholder %s is not in the table of docs/templates.md", name)
+			}
+		}
+	}
+
+	out := run(t, home, genEnv, bin, "generate", "yaml", "--from", template)
+	objs, err := utilyaml.ToUnstructured(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crs := &addonsv1.ClusterResourceSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "ClusterResourceSet").Object, crs); err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&crs.Spec.ClusterSelector)
+	if err != nil || selector.Empty() || !selector.Matches(labels.Set(cluster.GetLabels())) {
+		t.Errorf("ClusterResourceSet selector %v (%v) does not select the generated Cluster (labels %v)", selector, err, cluster.GetLabels())
+	}
+	resource := &corev1.Secret{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "Secret").Object, resource); err != nil {
+		t.Fatal(err)
+	}
+	if len(crs.Spec.Resources) != 1 || crs.Spec.Resources[0].Kind != "Secret" || crs.Spec.Resources[0].Name != resource.Name ||
+		resource.Type != addonsv1.ClusterResourceSetSecretType {
+		t.Errorf("ClusterResourceSet resources %+v, Secret %s of type %q", crs.Spec.Resources, resource.Name, resource.Type)
+	}
+	// What the ClusterResourceSet creates in the workload cluster.
+	inner := &corev1.Secret{}
+	if err := yaml.UnmarshalStrict([]byte(resource.StringData["cloud-config.yaml"]), inner); err != nil {
+		t.Fatalf("cloud-config.yaml of Secret %s: %v", resource.Name, err)
+	}
+	if inner.Namespace != "kube-system" || inner.Name != "cloud-config" {
+		t.Errorf("the workload cluster's Secret is %s/%s, want kube-system/cloud-config (what the cloud controller manager's manifests mount)", inner.Namespace, inner.Name)
+	}
+	if want := decode(t, clusterVariables["OPENSTACK_CLOUD_YAML_B64"]); string(inner.Data["clouds.yaml"]) != want {
+		t.Errorf("clouds.yaml %q, want %q", inner.Data["clouds.yaml"], want)
+	}
+	conf := inner.StringData["cloud.conf"]
+	for _, want := range []string{
+		"use-clouds = true", "clouds-file = /etc/config/clouds.yaml", "cloud = " + clusterVariables["OPENSTACK_CLOUD"],
+		"[Networking]", "address-sort-order = " + clusterVariables["OPENSTACK_NODE_CIDR"],
+	} {
+		if !strings.Contains(conf, want+"\n") {
+			t.Errorf("cloud.conf lacks the line %q:\n%s", want, conf)
+		}
+	}
+	for i := range objs {
+		apply(t, ctx, c, objs[i].DeepCopy(), client.DryRunAll)
+	}
+	for i := range objs {
+		apply(t, ctx, c, objs[i].DeepCopy())
+	}
+	if w := warned.take(); len(w) > 0 {
+		t.Errorf("the API server warned: %q", w)
+	}
+}
+
+func decode(t *testing.T, b64 string) string {
+	t.Helper()
+	out, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 func findKind(t *testing.T, objs []unstructured.Unstructured, kind string) *unstructured.Unstructured {
