@@ -25,6 +25,18 @@ help: ## Show the targets.
 test: ## Run every test (unit; integration on a real kube-apiserver and a real OpenStack); installs what it needs.
 	./hack/test.sh
 
+.PHONY: demo
+demo: ## The main job: a local management plane (real API server, CAPI, CAPO, this extension, OpenStack on loopback), a cluster, md-a attached.
+	go run ./hack/demo up
+
+.PHONY: demo-down
+demo-down: ## Tear down everything `make demo` started.
+	go run ./hack/demo down
+
+.PHONY: e2e
+e2e: ## Run only the local e2e suite (e2e/: the whole story on the local plane); `make test` runs it too.
+	./hack/test.sh ./e2e/ -v -ginkgo.v
+
 .PHONY: run
 run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(CERT_DIR)).
 	go run . --webhook-cert-dir=$(or $(CERT_DIR),/tmp/k8s-webhook-server/serving-certs) --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081

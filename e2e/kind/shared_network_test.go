@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +21,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 func randomSuffix() string {
@@ -179,23 +179,11 @@ func setOverride(ctx context.Context, c client.Client, namespace, cluster, topol
 			return err
 		}
 		patch := client.MergeFrom(obj.DeepCopy())
-		for i := range obj.Spec.Topology.Workers.MachineDeployments {
-			md := &obj.Spec.Topology.Workers.MachineDeployments[i]
-			if md.Name != topology {
-				continue
-			}
-			var kept []clusterv1.ClusterVariable
-			for _, v := range md.Variables.Overrides {
-				if v.Name != sharednetv1.VariableName {
-					kept = append(kept, v)
-				}
-			}
-			if value != nil {
-				raw := []byte(`{"name":"` + value.Name + `","subnet":"` + value.Subnet + `"}`)
-				kept = append(kept, clusterv1.ClusterVariable{Name: sharednetv1.VariableName, Value: apiextensionsv1.JSON{Raw: raw}})
-			}
-			md.Variables.Overrides = kept
+		var raw []byte
+		if value != nil {
+			raw = []byte(`{"name":"` + value.Name + `","subnet":"` + value.Subnet + `"}`)
 		}
+		variables.SetOverride(obj, topology, raw)
 		return c.Patch(ctx, obj, patch)
 	}, "1m", "5s").Should(Succeed())
 }

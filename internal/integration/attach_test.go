@@ -26,6 +26,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 const (
@@ -345,21 +346,7 @@ func nudge(ctx context.Context, g Gomega, cluster *clusterv1.Cluster) {
 }
 
 func override(topology, value string) func(*clusterv1.Cluster) {
-	return func(c *clusterv1.Cluster) {
-		for i := range c.Spec.Topology.Workers.MachineDeployments {
-			md := &c.Spec.Topology.Workers.MachineDeployments[i]
-			if md.Name != topology {
-				continue
-			}
-			var kept []clusterv1.ClusterVariable
-			for _, v := range md.Variables.Overrides {
-				if v.Name != sharednetv1.VariableName {
-					kept = append(kept, v)
-				}
-			}
-			md.Variables.Overrides = append(kept, clusterv1.ClusterVariable{Name: sharednetv1.VariableName, Value: apiextensionsv1.JSON{Raw: []byte(value)}})
-		}
-	}
+	return func(c *clusterv1.Cluster) { variables.SetOverride(c, topology, []byte(value)) }
 }
 
 func setValue(ctx context.Context, g Gomega, cluster *clusterv1.Cluster, topology, value string) {

@@ -46,9 +46,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -62,18 +60,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
-	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	capowebhooks "sigs.k8s.io/cluster-api-provider-openstack/pkg/webhooks"
-	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/api/core/v1beta2/index"
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	bootstrapwebhooks "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks"
 	capicontrollers "sigs.k8s.io/cluster-api/controllers"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -82,6 +73,9 @@ import (
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/internal/standins"
 )
 
 // Options configures Start.
@@ -140,22 +134,6 @@ func setGlobals() error {
 	return globalsErr
 }
 
-// NewScheme returns the scheme used by the Environment.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(clusterv1.AddToScheme(s))
-	utilruntime.Must(addonsv1.AddToScheme(s))
-	utilruntime.Must(ipamv1.AddToScheme(s))
-	utilruntime.Must(runtimev1.AddToScheme(s))
-	utilruntime.Must(bootstrapv1.AddToScheme(s))
-	utilruntime.Must(controlplanev1.AddToScheme(s))
-	utilruntime.Must(infrav1.AddToScheme(s))
-	utilruntime.Must(infrav1alpha1.AddToScheme(s))
-	return s
-}
-
 // Start starts the API server, installs CRDs and webhooks, and starts the providers manager
 // (webhooks, stand-ins) and the CAPI manager. ctx bounds the start-up only: everything runs
 // until Stop.
@@ -182,7 +160,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		return nil, err
 	}
 
-	scheme := NewScheme()
+	scheme := providers.NewScheme()
 	// Only the storage versions (v1beta2 for CAPI, v1beta1 for CAPO) are in the scheme, so
 	// envtest configures no conversion webhooks: objects are only ever served in one version.
 	env := &envtest.Environment{
@@ -287,7 +265,7 @@ func (e *Environment) startProviders(ctx context.Context) error {
 	if errs := capowebhooks.RegisterAllWithManager(mgr); len(errs) > 0 {
 		return fmt.Errorf("testenv: CAPO webhooks: %w", errors.Join(errs...))
 	}
-	if err := (&kcpStandIn{client: c, config: e.Config}).setup(mgr); err != nil {
+	if err := (&standins.ControlPlane{Client: c, Workload: e.Config}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&openStackClusterStandIn{client: c}).setup(mgr); err != nil {

@@ -129,3 +129,25 @@ func decode(value apiextensionsv1.JSON) (*sharednetv1.SharedNetworkVariable, err
 	}
 	return &v, nil
 }
+
+// SetOverride sets the `sharedNetwork` override of the MachineDeployment topology named
+// topology to the JSON value, or removes it when value is empty; other variables are kept.
+// Setting it is how a cluster owner attaches a nodegroup, removing it how they detach it.
+func SetOverride(cluster *clusterv1.Cluster, topology string, value []byte) {
+	for i := range cluster.Spec.Topology.Workers.MachineDeployments {
+		md := &cluster.Spec.Topology.Workers.MachineDeployments[i]
+		if md.Name != topology {
+			continue
+		}
+		var kept []clusterv1.ClusterVariable
+		for _, v := range md.Variables.Overrides {
+			if v.Name != sharednetv1.VariableName {
+				kept = append(kept, v)
+			}
+		}
+		if len(value) > 0 {
+			kept = append(kept, clusterv1.ClusterVariable{Name: sharednetv1.VariableName, Value: apiextensionsv1.JSON{Raw: value}})
+		}
+		md.Variables.Overrides = kept
+	}
+}

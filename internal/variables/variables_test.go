@@ -126,3 +126,36 @@ func TestReadingValues(t *testing.T) {
 		t.Fatalf("want only md-a attached, got %+v, %v", got, err)
 	}
 }
+
+func TestSetOverrideAttachesAndDetachesOnlyThatNodegroup(t *testing.T) {
+	cluster := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{Workers: clusterv1.WorkersTopology{
+		MachineDeployments: []clusterv1.MachineDeploymentTopology{
+			{Name: "md-a", Variables: clusterv1.MachineDeploymentVariables{Overrides: []clusterv1.ClusterVariable{
+				{Name: "flavor", Value: apiextensionsv1.JSON{Raw: []byte(`"m1.large"`)}},
+			}}},
+			{Name: "md-b"},
+		},
+	}}}}
+
+	SetOverride(cluster, "md-a", []byte(`{"name":"vm-net"}`))
+	SetOverride(cluster, "md-a", []byte(`{"name":"vm-net-2"}`)) // replaces, never duplicates
+	groups, err := Nodegroups(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups["md-a"].Name != "vm-net-2" {
+		t.Fatalf("after attaching md-a: nodegroups = %+v, want only md-a on vm-net-2", groups)
+	}
+	mdA := cluster.Spec.Topology.Workers.MachineDeployments[0]
+	if len(mdA.Variables.Overrides) != 2 || mdA.Variables.Overrides[0].Name != "flavor" {
+		t.Fatalf("md-a overrides = %+v, want flavor kept and one sharedNetwork", mdA.Variables.Overrides)
+	}
+
+	SetOverride(cluster, "md-a", nil)
+	if groups, _ := Nodegroups(cluster); len(groups) != 0 {
+		t.Fatalf("after detaching: nodegroups = %+v, want none", groups)
+	}
+	if o := cluster.Spec.Topology.Workers.MachineDeployments[0].Variables.Overrides; len(o) != 1 || o[0].Name != "flavor" {
+		t.Fatalf("after detaching md-a overrides = %+v, want only flavor", o)
+	}
+}

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// timeline records each step of the story with its wall time.
+type timeline struct {
+	mu    sync.Mutex
+	start time.Time
+	steps []timelineStep
+}
+
+type timelineStep struct {
+	name     string
+	at       time.Duration
+	took     time.Duration
+	finished bool
+}
+
+// step starts a step; call the returned func when it ends.
+func (t *timeline) step(name string) func() {
+	t.mu.Lock()
+	i := len(t.steps)
+	t.steps = append(t.steps, timelineStep{name: name, at: time.Since(t.start)})
+	t.mu.Unlock()
+	begin := time.Now()
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.steps[i].took = time.Since(begin)
+		t.steps[i].finished = true
+	}
+}
+
+func (t *timeline) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "timeline (started %s, total %s)\n", t.start.Format(time.RFC3339), time.Since(t.start).Round(time.Second))
+	for _, s := range t.steps {
+		took := "did not finish"
+		if s.finished {
+			took = s.took.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "  +%-8s %-10s %s\n", s.at.Round(time.Second), took, s.name)
+	}
+	return b.String()
+}
+
+// write puts the timeline into _artifacts/e2e/timeline.txt of the repository.
+func (t *timeline) write(root string) (string, error) {
+	dir := filepath.Join(root, "_artifacts", "e2e")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "timeline.txt")
+	return path, os.WriteFile(path, []byte(t.String()), 0o644) //nolint:gosec // a report
+}
+
+// ledger counts the Machines of a cluster created and deleted, by polling
+// (a Machine lives far longer than the poll interval, so none is missed).
+type ledger struct {
+	mu     sync.Mutex
+	known  map[string]machineEntry // by UID
+	events []machineEvent
+	err    error
+}
+
+type machineEntry struct{ name, topology string }
+
+type machineEvent struct {
+	created  bool
+	uid      string
+	name     string
+	topology string // "" for the control plane
+	at       time.Time
+}
+
+func newLedger() *ledger { return &ledger{known: map[string]machineEntry{}} }
+
+// run polls until ctx ends; the first poll records what exists as the baseline.
+func (l *ledger) run(ctx context.Context, c client.Reader, namespace, cluster string) {
+	first := true
+	for {
+		list := &clusterv1.MachineList{}
+		err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
+		l.mu.Lock()
+		if err != nil {
+			if ctx.Err() == nil {
+				l.err = err
+			}
+		} else {
+			l.err = nil
+			now := time.Now()
+			seen := map[string]bool{}
+			for _, m := range list.Items {
+				uid := string(m.UID)
+				seen[uid] = true
+				if _, ok := l.known[uid]; !ok {
+					e := machineEntry{name: m.Name, topology: m.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel]}
+					l.known[uid] = e
+					if !first {
+						l.events = append(l.events, machineEvent{created: true, uid: uid, name: e.name, topology: e.topology, at: now})
+					}
+				}
+			}
+			for uid, e := range l.known {
+				if !seen[uid] {
+					delete(l.known, uid)
+					l.events = append(l.events, machineEvent{uid: uid, name: e.name, topology: e.topology, at: now})
+				}
+			}
+			first = false
+		}
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// mark is a position in the event history.
+func (l *ledger) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events)
+}
+
+// changes are the Machines created and deleted since mark, by topology
+// (names, sorted).
+type changes struct {
+	Created map[string][]string
+	Deleted map[string][]string
+}
+
+func (l *ledger) since(mark int) changes {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := changes{Created: map[string][]string{}, Deleted: map[string][]string{}}
+	for _, e := range l.events[mark:] {
+		k := e.topology
+		if k == "" {
+			k = "control-plane"
+		}
+		if e.created {
+			out.Created[k] = append(out.Created[k], e.name)
+		} else {
+			out.Deleted[k] = append(out.Deleted[k], e.name)
+		}
+	}
+	for _, m := range []map[string][]string{out.Created, out.Deleted} {
+		for k := range m {
+			sort.Strings(m[k])
+		}
+	}
+	return out
+}
+
+func names(ms []string) []string {
+	out := append([]string(nil), ms...)
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	. "github.com/onsi/gomega"
+)
+
+// shares are the RBAC policies sharing a network with the cluster's project,
+// as the admin sees them in Neutron.
+func shares(ctx context.Context, networkID string) []string {
+	pages, err := rbacpolicies.List(admin.Network, rbacpolicies.ListOpts{ObjectID: networkID, TargetTenant: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	all, err := rbacpolicies.ExtractRBACPolicies(pages)
+	Expect(err).NotTo(HaveOccurred())
+	ids := []string{}
+	for _, p := range all {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+// clusterPortsOn lists the cluster project's ports on a network, by server.
+func clusterPortsOn(ctx context.Context, networkID string) map[string][]ports.Port {
+	pages, err := ports.List(admin.Network, ports.ListOpts{NetworkID: networkID, ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	all, err := ports.ExtractPorts(pages)
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string][]ports.Port{}
+	for _, p := range all {
+		out[p.DeviceID] = append(out[p.DeviceID], p)
+	}
+	return out
+}
+
+// inPools says whether an address is in one of a subnet's allocation pools.
+func inPools(ctx context.Context, subnetID, address string) bool {
+	s, err := subnets.Get(ctx, admin.Network, subnetID).Extract()
+	Expect(err).NotTo(HaveOccurred())
+	a := netip.MustParseAddr(address)
+	for _, p := range s.AllocationPools {
+		start, end := netip.MustParseAddr(p.Start), netip.MustParseAddr(p.End)
+		if a.Compare(start) >= 0 && a.Compare(end) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// createInternalLB creates what the OpenStack cloud controller manager
+// creates for a Service with the three annotations of the guide: a load
+// balancer of the cluster's project with its VIP on the shared subnet (the
+// member subnet only matters for members, which this test does not need).
+func createInternalLB(ctx context.Context, name, service, subnetID string) *loadbalancers.LoadBalancer {
+	lb, err := loadbalancers.Create(ctx, clusterProject.LoadBalancer, loadbalancers.CreateOpts{
+		Name: name, Description: "Kubernetes external service " + service + " from cluster (e2e, as the OpenStack CCM names it)",
+		VipSubnetID: subnetID,
+	}).Extract()
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		got, err := loadbalancers.Get(ctx, clusterProject.LoadBalancer, lb.ID).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.ProvisioningStatus).To(Equal("ACTIVE"))
+		lb = got
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	return lb
+}
+
+// deleteLB deletes a load balancer with its listeners and pools, as the
+// cloud controller manager does when its Service goes, and waits until it
+// is gone.
+func deleteLB(ctx context.Context, id string) {
+	err := loadbalancers.Delete(ctx, clusterProject.LoadBalancer, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	if err != nil && !gophercloud.ResponseCodeIs(err, 404) && !gophercloud.ResponseCodeIs(err, 409) { // 409: already PENDING_DELETE
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Eventually(func() bool { return lbGone(ctx, id) }, 2*time.Minute, time.Second).Should(BeTrue())
+}
+
+// lbGone says whether a load balancer is deleted.
+func lbGone(ctx context.Context, id string) bool {
+	got, err := loadbalancers.Get(ctx, clusterProject.LoadBalancer, id).Extract()
+	if gophercloud.ResponseCodeIs(err, 404) {
+		return true
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return got.ProvisioningStatus == "DELETED"
+}
+
+// lbsOnSubnet lists the cluster project's load balancers with a VIP on a subnet.
+func lbsOnSubnet(ctx context.Context, subnetID string) []string {
+	pages, err := loadbalancers.List(admin.LoadBalancer, loadbalancers.ListOpts{VipSubnetID: subnetID, ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	all, err := loadbalancers.ExtractLoadBalancers(pages)
+	Expect(err).NotTo(HaveOccurred())
+	var out []string
+	for _, lb := range all {
+		if lb.ProvisioningStatus != "DELETED" {
+			out = append(out, lb.Name+" "+lb.VipAddress)
+		}
+	}
+	return out
+}
+
+// leftovers lists what the cluster's project still holds of a cluster: Nova
+// servers, Neutron ports, networks and security groups named after it (CAPO
+// names them <cluster>-..., k8s-clusterapi-cluster-<ns>-<cluster>,
+// k8s-cluster-<ns>-<cluster>-secgroup-...), and Octavia load balancers named
+// after it.
+func leftovers(ctx context.Context, namespace, cluster string) []string {
+	resource := namespace + "-" + cluster
+	ours := func(name string) bool {
+		return strings.HasPrefix(name, cluster+"-") || strings.Contains(name, resource) || strings.Contains(name, "_"+cluster+"_")
+	}
+	var out []string
+	spages, err := servers.List(clusterProject.Compute, servers.ListOpts{}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	srvs, err := servers.ExtractServers(spages)
+	Expect(err).NotTo(HaveOccurred())
+	for _, s := range srvs {
+		if ours(s.Name) {
+			out = append(out, "Nova server "+s.Name+" "+s.Status)
+		}
+	}
+	ppages, err := ports.List(clusterProject.Network, ports.ListOpts{ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	ps, err := ports.ExtractPorts(ppages)
+	Expect(err).NotTo(HaveOccurred())
+	for _, p := range ps {
+		if ours(p.Name) {
+			out = append(out, "Neutron port "+p.Name)
+		}
+	}
+	npages, err := networks.List(clusterProject.Network, networks.ListOpts{ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	ns, err := networks.ExtractNetworks(npages)
+	Expect(err).NotTo(HaveOccurred())
+	for _, n := range ns {
+		if ours(n.Name) {
+			out = append(out, "Neutron network "+n.Name)
+		}
+	}
+	gpages, err := groups.List(clusterProject.Network, groups.ListOpts{ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	gs, err := groups.ExtractGroups(gpages)
+	Expect(err).NotTo(HaveOccurred())
+	for _, g := range gs {
+		if ours(g.Name) {
+			out = append(out, "security group "+g.Name)
+		}
+	}
+	lpages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{ProjectID: clusterProject.ProjectID}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	lbs, err := loadbalancers.ExtractLoadBalancers(lpages)
+	Expect(err).NotTo(HaveOccurred())
+	for _, lb := range lbs {
+		if ours(lb.Name) && lb.ProvisioningStatus != "DELETED" {
+			out = append(out, "Octavia load balancer "+lb.Name)
+		}
+	}
+	return out
+}

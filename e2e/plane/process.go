@@ -1,0 +1,143 @@
+package plane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// process is one manager of the plane running as its own OS process, with
+// its output in a log file.
+type process struct {
+	name    string
+	path    string
+	args    []string
+	env     []string
+	log     string // log file
+	readyz  string // URL answering 200 once the manager serves its webhooks
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+}
+
+// start runs the process in its own process group. It is sent SIGTERM when
+// the process that started it dies, so an aborted test run leaves no manager
+// behind.
+func (p *process) start() error {
+	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.cmd = exec.Command(p.path, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	p.exited = make(chan struct{})
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	return nil
+}
+
+// waitReady polls the manager's readyz endpoint.
+func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited (%v); see %s", p.name, p.exitErr, p.log)
+		default:
+		}
+		if resp, err := client.Get(p.readyz); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s; see %s", p.name, timeout, p.log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the process group: SIGTERM, then SIGKILL after a grace period.
+func (p *process) stop() error {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(15 * time.Second):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+	return fmt.Errorf("%s did not stop within 15s and was killed", p.name)
+}
+
+func (p *process) pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// freePort asks the kernel for a free port on 127.0.0.1.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// wrapAssets makes a folder whose kube-apiserver and etcd run the real
+// binaries of dir under `setpriv --pdeathsig TERM`: envtest starts them
+// without a parent-death signal, and a test binary killed by its timeout
+// would otherwise leave them running. Without setpriv, dir is used as it is.
+func wrapAssets(dir, into string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return dir, nil //nolint:nilerr // no setpriv: run the binaries directly
+	}
+	if err := os.MkdirAll(into, 0o755); err != nil {
+		return "", err
+	}
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		real := filepath.Join(dir, bin)
+		if _, err := os.Stat(real); err != nil {
+			return "", fmt.Errorf("%s not found in %s (run hack/ensure-envtest-assets.sh): %w", bin, dir, err)
+		}
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig TERM -- %s \"$@\"\n", setpriv, real)
+		if err := os.WriteFile(filepath.Join(into, bin), []byte(script), 0o755); err != nil { //nolint:gosec // an executable wrapper
+			return "", err
+		}
+	}
+	return into, nil
+}

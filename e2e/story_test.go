@@ -1,0 +1,394 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+)
+
+// The story of the guide (docs/ and the product page), in its order: attach
+// a nodegroup, see bad requests refused, see a load balancer block the
+// detach, detach, and delete a cluster that still has a load balancer on a
+// shared subnet.
+var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), func() {
+	const (
+		mdA = "md-a" // 2 nodes: attached, detached
+		mdB = "md-b" // 1 node: untouched, then attached before the cluster is deleted
+	)
+	var (
+		ns, name, snName string
+		key              client.ObjectKey
+		book             *ledger
+		vmNet            plane.VMNetwork
+		initialA         []plane.Machine
+		initialB         []plane.Machine
+		controlPlane     controlPlaneState
+		mdBTemplates     [2]string
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		done := tl.step("cluster from templates/ with md-a (2 nodes) and md-b (1 node), all Running")
+		defer done()
+		suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
+		ns, name, snName = "e2e-"+suffix, "c-"+suffix, "e2e-"+suffix
+		key = client.ObjectKey{Namespace: ns, Name: name}
+		Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
+
+		var err error
+		vmNet, err = plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net", CIDR: "172.28.0.0/24"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
+		_, err = pl.OfferNetwork(ctx, snName, vmNet, clouds, nil)
+		Expect(err).NotTo(HaveOccurred())
+
+		cc, err := pl.ClusterClass(ns)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range cc {
+			Expect(pl.Apply(ctx, o)).To(Succeed())
+		}
+		Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
+		secret, cluster, err := pl.RenderCluster(plane.ClusterVariables{
+			Name: name, Namespace: ns, CloudsYAML: clouds, Workers: 2, SharedNetwork: snName, Subnet: vmNet.SubnetID,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		// The template attaches md-a at creation; this story attaches it to
+		// a running cluster, and keeps md-b small.
+		plane.SetSharedNetwork(cluster, mdA, "")
+		for i := range cluster.Spec.Topology.Workers.MachineDeployments {
+			if cluster.Spec.Topology.Workers.MachineDeployments[i].Name == mdB {
+				cluster.Spec.Topology.Workers.MachineDeployments[i].Replicas = ptr.To[int32](1)
+			}
+		}
+		Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
+		DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
+
+		book = newLedger()
+		ledgerCtx, stop := context.WithCancel(context.Background())
+		go book.run(ledgerCtx, pl.Client, ns, name)
+		DeferCleanup(stop)
+
+		Eventually(func(g Gomega) {
+			for topology, want := range map[string]int{mdA: 2, mdB: 1} {
+				ms, err := pl.Machines(ctx, ns, name, topology)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ms).To(HaveLen(want))
+				for _, m := range ms {
+					g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "machine %s", m.Name)
+				}
+			}
+		}, 6*time.Minute, time.Second).Should(Succeed())
+		initialA, err = pl.Machines(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		initialB, err = pl.Machines(ctx, ns, name, mdB)
+		Expect(err).NotTo(HaveOccurred())
+		controlPlane = observeControlPlane(ctx, key)
+		mdBTemplates = machineDeploymentTemplates(ctx, key, mdB)
+	}, NodeTimeout(10*time.Minute))
+
+	It("attach md-a: the network is shared in Neutron, md-a's machines are replaced exactly once and each new server has a port on the shared subnet; md-b and the control plane are untouched", func(ctx SpecContext) {
+		done := tl.step("attach md-a (2 nodes replaced)")
+		defer done()
+		mark := book.mark()
+		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
+			plane.SetSharedNetwork(c, mdA, plane.SharedNetworkValue(snName, vmNet.SubnetID))
+		})).To(Succeed())
+
+		var a *sharednetv1.SharedNetworkAttachment
+		Eventually(func(g Gomega) {
+			var err error
+			a, err = pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a).NotTo(BeNil())
+			g.Expect(a.ShareEstablished()).To(BeTrue())
+		}, time.Minute, 250*time.Millisecond).Should(Succeed())
+		By("the share appears in Neutron: one RBAC policy for the cluster's project")
+		Expect(shares(ctx, vmNet.NetworkID)).To(Equal([]string{a.Status.Share.RBACPolicyID}))
+		Expect(a.Status.Share.ProjectID).To(Equal(clusterProject.ProjectID))
+
+		By("md-a rolls out: Attached once every new node has its shared address")
+		var now []plane.Machine
+		Eventually(func(g Gomega) {
+			a, err := pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
+			now, err = pl.Machines(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now).To(HaveLen(2))
+			for _, m := range now {
+				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			}
+		}, 5*time.Minute, time.Second).Should(Succeed())
+
+		By("exactly once: every old machine deleted, exactly as many new ones, nothing else")
+		Consistently(func(g Gomega) {
+			ch := book.since(mark)
+			g.Expect(ch.Deleted).To(Equal(map[string][]string{mdA: machineNames(initialA)}))
+			g.Expect(ch.Created).To(Equal(map[string][]string{mdA: machineNames(now)}))
+		}, 15*time.Second, time.Second).Should(Succeed())
+		fmt.Fprintf(GinkgoWriter, "md-a: created %v, deleted %v\n", machineNames(now), machineNames(initialA))
+
+		By("every new Nova server has one port on the shared subnet, in the cluster's project, with an address from its pools")
+		onShared := clusterPortsOn(ctx, vmNet.NetworkID)
+		for _, m := range now {
+			server := plane.ServerID(m.ProviderID)
+			Expect(onShared[server]).To(HaveLen(1), "server %s of machine %s", server, m.Name)
+			port := onShared[server][0]
+			Expect(port.Name).To(Equal(m.Name + "-shared"))
+			Expect(port.FixedIPs).To(HaveLen(1))
+			Expect(port.FixedIPs[0].SubnetID).To(Equal(vmNet.SubnetID))
+			Expect(inPools(ctx, vmNet.SubnetID, port.FixedIPs[0].IPAddress)).To(BeTrue(), port.FixedIPs[0].IPAddress)
+			fmt.Fprintf(GinkgoWriter, "%s: server %s, shared address %s\n", m.Name, server, port.FixedIPs[0].IPAddress)
+		}
+		Expect(onShared).To(HaveLen(len(now)), "no other server of the project is on the network")
+
+		By("md-b and the control plane are untouched")
+		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
+		Expect(machineDeploymentTemplates(ctx, key, mdB)).To(Equal(mdBTemplates))
+		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
+	}, SpecTimeout(8*time.Minute))
+
+	Context("bad requests are refused at admission and nothing changes", Ordered, func() {
+		var mtuNet, overlapNet, smallNet plane.VMNetwork
+		BeforeAll(func(ctx SpecContext) {
+			done := tl.step("offer the networks of the bad requests (MTU 1400, overlapping, one free address, not granted)")
+			defer done()
+			var err error
+			for _, n := range []struct {
+				into *plane.VMNetwork
+				opts plane.VMNetworkOpts
+			}{
+				{&mtuNet, plane.VMNetworkOpts{Name: snName + "-mtu", CIDR: "172.28.10.0/24", MTU: 1400}},
+				{&overlapNet, plane.VMNetworkOpts{Name: snName + "-overlap", CIDR: "192.168.10.0/24"}}, // in the pods' 192.168.0.0/16
+				{&smallNet, plane.VMNetworkOpts{Name: snName + "-small", CIDR: "172.28.11.0/24", Pool: []string{"172.28.11.10", "172.28.11.10"}}},
+			} {
+				*n.into, err = plane.EnsureVMNetwork(ctx, vm, n.opts)
+				Expect(err).NotTo(HaveOccurred())
+				id := n.into.NetworkID
+				DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, id, time.Minute) })
+				_, err = pl.OfferNetwork(ctx, n.opts.Name, *n.into, clouds, nil)
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(mtuNet.MTU).To(Equal(1400))
+			_, err = pl.OfferNetwork(ctx, snName+"-restricted", vmNet, clouds, &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}})
+			Expect(err).NotTo(HaveOccurred())
+		}, NodeTimeout(3*time.Minute))
+
+		refused := func(ctx context.Context, network plane.VMNetwork, value string, want ...string) {
+			mark := book.mark()
+			err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdB, value) })
+			Expect(err).To(HaveOccurred(), "want the attach refused")
+			fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
+			for _, w := range append([]string{`"md-b"`}, want...) {
+				Expect(err.Error()).To(ContainSubstring(w))
+			}
+			Consistently(func(g Gomega) {
+				g.Expect(book.since(mark)).To(Equal(changes{Created: map[string][]string{}, Deleted: map[string][]string{}}), "no machine created or deleted")
+			}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+			c := &clusterv1.Cluster{}
+			Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+			for _, md := range c.Spec.Topology.Workers.MachineDeployments {
+				if md.Name == mdB {
+					Expect(md.Variables.Overrides).To(BeEmpty())
+				}
+			}
+			Expect(pl.Attachment(ctx, ns, name, mdB)).To(BeNil(), "no attachment")
+			Expect(shares(ctx, network.NetworkID)).To(HaveLen(map[bool]int{true: 1, false: 0}[network.NetworkID == vmNet.NetworkID]), "no new share")
+			Expect(machineDeploymentTemplates(ctx, key, mdB)).To(Equal(mdBTemplates))
+		}
+
+		It("MTU: a network whose MTU differs from the cluster network's", func(ctx SpecContext) {
+			defer tl.step("refused: MTU mismatch")()
+			refused(ctx, mtuNet, plane.SharedNetworkValue(snName+"-mtu", ""), "mtu", "1400", "1450")
+		})
+		It("overlap: a subnet inside the cluster's pod range", func(ctx SpecContext) {
+			defer tl.step("refused: overlap with the pods' range")()
+			refused(ctx, overlapNet, plane.SharedNetworkValue(snName+"-overlap", ""), "overlap", "192.168.10.0/24", "192.168.0.0/16")
+		})
+		It("capacity: a subnet with one free address for a nodegroup that needs two", func(ctx SpecContext) {
+			defer tl.step("refused: capacity")()
+			refused(ctx, smallNet, plane.SharedNetworkValue(snName+"-small", ""), "capacity", "1 free address")
+		})
+		It("granted: a network the cluster's namespace was not granted", func(ctx SpecContext) {
+			defer tl.step("refused: namespace not granted")()
+			refused(ctx, vmNet, plane.SharedNetworkValue(snName+"-restricted", ""), "granted", snName+"-restricted")
+		})
+		It("version: a new cluster below Kubernetes v1.35.0 is not created", func(ctx SpecContext) {
+			defer tl.step("refused: version v1.34.3")()
+			_, c2, err := pl.RenderCluster(plane.ClusterVariables{
+				Name: name + "-old", Namespace: ns, CloudsYAML: clouds, KubernetesVersion: "v1.34.3", SharedNetwork: snName, Subnet: vmNet.SubnetID,
+			})
+			Expect(err).NotTo(HaveOccurred())
+			err = pl.Client.Create(ctx, c2)
+			Expect(err).To(HaveOccurred())
+			fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
+			Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("version"), ContainSubstring("v1.34.3"), ContainSubstring("v1.35.0")))
+			Expect(apierrors.IsNotFound(pl.Client.Get(ctx, client.ObjectKeyFromObject(c2), &clusterv1.Cluster{}))).To(BeTrue(), "nothing was created")
+		})
+	})
+
+	var lb *loadbalancers.LoadBalancer
+	AfterAll(func(ctx SpecContext) { // a load balancer a failed spec left
+		if lb != nil {
+			deleteLB(ctx, lb.ID)
+		}
+	})
+	It("an internal load balancer on the shared subnet blocks the detach, named in the refusal", func(ctx SpecContext) {
+		defer tl.step("detach refused while an internal LB is on the shared subnet")()
+		lb = createInternalLB(ctx, "kube_service_"+name+"_default_my-service", "default/my-service", vmNet.SubnetID)
+		mark := book.mark()
+		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdA, "") })
+		Expect(err).To(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
+		Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("detach"), ContainSubstring(lb.Name), ContainSubstring(lb.VipAddress), ContainSubstring("default/my-service")))
+		Consistently(func(g Gomega) {
+			g.Expect(book.since(mark).Created).To(BeEmpty())
+			g.Expect(book.since(mark).Deleted).To(BeEmpty())
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+		a, err := pl.Attachment(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached))
+		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1))
+	}, SpecTimeout(4*time.Minute))
+
+	It("after the load balancer is deleted, detach replaces md-a's machines exactly once more, their ports go, the share is deleted and the VM project can delete its network", func(ctx SpecContext) {
+		done := tl.step("delete the LB, detach md-a (2 nodes replaced), unshare, VM project deletes its network")
+		defer done()
+		deleteLB(ctx, lb.ID)
+		attached, err := pl.Machines(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		mark := book.mark()
+		Eventually(func() error {
+			return pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdA, "") })
+		}, time.Minute, 2*time.Second).Should(Succeed(), "accepted once the load balancer is gone")
+
+		var now []plane.Machine
+		Eventually(func(g Gomega) {
+			a, err := pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a).To(BeNil(), "the attachment is released after the unshare")
+			now, err = pl.Machines(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now).To(HaveLen(2))
+			for _, m := range now {
+				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			}
+			g.Expect(book.since(mark).Deleted[mdA]).To(HaveLen(2))
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			ch := book.since(mark)
+			g.Expect(ch.Deleted).To(Equal(map[string][]string{mdA: machineNames(attached)}))
+			g.Expect(ch.Created).To(Equal(map[string][]string{mdA: machineNames(now)}))
+		}, 15*time.Second, time.Second).Should(Succeed())
+
+		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(BeEmpty(), "no port of the cluster's project on the network")
+		Expect(shares(ctx, vmNet.NetworkID)).To(BeEmpty(), "the share is deleted")
+		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
+		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
+		Expect(plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
+	}, SpecTimeout(8*time.Minute))
+
+	It("deleting the cluster with a load balancer still on a shared subnet: BeforeClusterDelete removes it and the share, and nothing of the cluster is left in Neutron, Nova or Octavia", func(ctx SpecContext) {
+		second, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net-2", CIDR: "172.28.2.0/24"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, second.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
+		_, err = pl.OfferNetwork(ctx, snName+"-2", second, clouds, nil)
+		Expect(err).NotTo(HaveOccurred())
+
+		done := tl.step("attach md-b to a second network (1 node replaced)")
+		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
+			plane.SetSharedNetwork(c, mdB, plane.SharedNetworkValue(snName+"-2", ""))
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			a, err := pl.Attachment(ctx, ns, name, mdB)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a).NotTo(BeNil())
+			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
+		}, 4*time.Minute, time.Second).Should(Succeed())
+		Expect(shares(ctx, second.NetworkID)).To(HaveLen(1))
+		done()
+
+		lb2 := createInternalLB(ctx, "kube_service_"+name+"_default_gateway", "default/gateway", second.SubnetID)
+		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, lb2.ID) }) // only if the hook did not
+
+		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")
+		c := &clusterv1.Cluster{}
+		Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+		Expect(pl.Client.Delete(ctx, c)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(pl.Client.Get(ctx, key, &clusterv1.Cluster{}))
+		}, 6*time.Minute, time.Second).Should(BeTrue(), "the cluster is deleted")
+		done()
+
+		Expect(lbGone(ctx, lb2.ID)).To(BeTrue(), "BeforeClusterDelete removed the load balancer")
+		Expect(lbsOnSubnet(ctx, second.SubnetID)).To(BeEmpty())
+		Eventually(func() []string { return shares(ctx, second.NetworkID) }, time.Minute, time.Second).Should(BeEmpty(), "the share is removed")
+		Expect(clusterPortsOn(ctx, second.NetworkID)).To(BeEmpty())
+		Expect(leftovers(ctx, ns, name)).To(BeEmpty(), "nothing of the cluster is left in Neutron, Nova or Octavia")
+		Expect(plane.DeleteVMNetwork(ctx, vm, second.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
+	}, SpecTimeout(12*time.Minute))
+})
+
+// controlPlaneState is what would change if the control plane rolled.
+type controlPlaneState struct {
+	Name, InfrastructureTemplate string
+	Generation                   int64
+	Machines                     int
+}
+
+func observeControlPlane(ctx context.Context, key client.ObjectKey) controlPlaneState {
+	list := &controlplanev1.KubeadmControlPlaneList{}
+	Expect(pl.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})).To(Succeed())
+	Expect(list.Items).To(HaveLen(1))
+	kcp := list.Items[0]
+	ms, err := pl.Machines(ctx, key.Namespace, key.Name, "")
+	Expect(err).NotTo(HaveOccurred())
+	return controlPlaneState{
+		Name: kcp.Name, InfrastructureTemplate: kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name,
+		Generation: kcp.Generation, Machines: len(ms),
+	}
+}
+
+// machineDeploymentTemplates are a nodegroup's infrastructure and bootstrap templates.
+func machineDeploymentTemplates(ctx context.Context, key client.ObjectKey, topology string) [2]string {
+	list := &clusterv1.MachineDeploymentList{}
+	Expect(pl.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{
+		clusterv1.ClusterNameLabel: key.Name, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topology,
+	})).To(Succeed())
+	Expect(list.Items).To(HaveLen(1))
+	md := list.Items[0]
+	return [2]string{md.Spec.Template.Spec.InfrastructureRef.Name, md.Spec.Template.Spec.Bootstrap.ConfigRef.Name}
+}
+
+func machineNames(ms []plane.Machine) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return names(out)
+}
+
+// deleteClusterIfPresent deletes a cluster a failed spec left behind and
+// waits until CAPO has removed its servers.
+func deleteClusterIfPresent(ctx SpecContext, key client.ObjectKey) {
+	c := &clusterv1.Cluster{}
+	if err := pl.Client.Get(ctx, key, c); err != nil {
+		return
+	}
+	_ = pl.Client.Delete(ctx, c)
+	Eventually(func() bool { return apierrors.IsNotFound(pl.Client.Get(ctx, key, &clusterv1.Cluster{})) }, 8*time.Minute, 2*time.Second).Should(BeTrue())
+}

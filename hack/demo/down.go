@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+)
+
+// down removes what up created: the cluster (CAPO deletes its servers, ports
+// and network; BeforeClusterDelete its load balancers on the shared subnet),
+// the SharedNetwork (its shares) and the VM project's network, then stops
+// the plane, and the test bed when up started it.
+func down(d *dirs) error {
+	x := &demo{d: d, start: time.Now(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
+	ctx := context.Background()
+	if pid := planePID(d); pid != 0 {
+		if err := x.connect(); err != nil {
+			return err
+		}
+		if err := x.deleteCluster(ctx); err != nil {
+			return err
+		}
+		if err := x.deleteOffer(ctx); err != nil {
+			return err
+		}
+		x.say("stopping the local management plane (pid %d)", pid)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for i := 0; i < 60 && syscall.Kill(pid, 0) == nil; i++ {
+			time.Sleep(time.Second)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("the plane (pid %d) did not stop within a minute; see %s", pid, d.planeLog())
+		}
+	} else {
+		x.say("no local management plane is running")
+	}
+	_ = os.Remove(d.pidFile())
+	_ = os.RemoveAll(d.plane)
+
+	if out, err := exec.Command(x.bed, "clouds").Output(); err == nil { //nolint:gosec // our own script
+		x.cloudsPath = strings.TrimSpace(string(out))
+		if x.clouds, err = plane.ReadClouds(x.cloudsPath); err == nil {
+			x.deleteVMNetwork(ctx)
+		}
+	}
+	if _, err := os.Stat(d.marker("testbed-started-by-demo")); err == nil {
+		x.say("stopping the OpenStack test bed (the demo started it)")
+		if err := run(d.root, os.Stdout, x.bed, "stop"); err != nil {
+			return err
+		}
+		_ = os.Remove(d.marker("testbed-started-by-demo"))
+	}
+	x.say("all gone")
+	return nil
+}
+
+func (x *demo) deleteCluster(ctx context.Context) error {
+	c := &clusterv1.Cluster{}
+	key := client.ObjectKey{Namespace: demoNamespace, Name: demoCluster}
+	if err := x.plane.Client.Get(ctx, key, c); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	x.say("deleting Cluster %s/%s", demoNamespace, demoCluster)
+	if err := x.plane.Client.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	s := newStatus(x)
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		err := x.plane.Client.Get(ctx, key, c)
+		if apierrors.IsNotFound(err) {
+			s.done("cluster deleted")
+			return nil
+		}
+		ms := &clusterv1.MachineList{}
+		_ = x.plane.Client.List(ctx, ms, client.InNamespace(demoNamespace), client.MatchingLabels{clusterv1.ClusterNameLabel: demoCluster})
+		s.show(fmt.Sprintf("deleting cluster %s: %d machines left", demoCluster, len(ms.Items)))
+	}
+	return fmt.Errorf("cluster %s not deleted within 10 minutes: %w", demoCluster, errTimeout)
+}
+
+func (x *demo) deleteOffer(ctx context.Context) error {
+	sn := &sharednetv1.SharedNetwork{}
+	key := client.ObjectKey{Name: demoNetwork}
+	if err := x.plane.Client.Get(ctx, key, sn); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	x.say("deleting SharedNetwork %s (its finalizer removes the shares it holds)", demoNetwork)
+	if err := x.plane.Client.Delete(ctx, sn); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if err := x.plane.Client.Get(ctx, key, sn); apierrors.IsNotFound(err) {
+			return nil
+		}
+	}
+	return fmt.Errorf("SharedNetwork %s not deleted within 3 minutes: %w", demoNetwork, errTimeout)
+}
+
+func (x *demo) deleteVMNetwork(ctx context.Context) {
+	vm, err := plane.NewCloud(ctx, x.clouds, plane.VMCloud)
+	if err != nil {
+		x.say("VM project not reachable (%v): network %s left as it is", err, vmNetworkName)
+		return
+	}
+	pages, err := networks.List(vm.Network, networks.ListOpts{Name: vmNetworkName, ProjectID: vm.ProjectID}).AllPages(ctx)
+	if err != nil {
+		return
+	}
+	all, _ := networks.ExtractNetworks(pages)
+	for _, n := range all {
+		if err := plane.DeleteVMNetwork(ctx, vm, n.ID, 2*time.Minute); err != nil {
+			x.say("VM project network %s: %v", vmNetworkName, err)
+			continue
+		}
+		x.say("VM project network %s deleted", vmNetworkName)
+	}
+}

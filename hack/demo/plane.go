@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+)
+
+// runPlane runs the local management plane in the foreground until SIGTERM
+// or SIGINT (`demo up` starts it in the background; `demo down` stops it).
+func runPlane(d *dirs) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	start := time.Now()
+	// A plane left by a killed run: its processes are gone, its folder is stale.
+	_ = os.RemoveAll(d.plane)
+	p, err := plane.Start(ctx, plane.Options{Root: d.root, Dir: d.plane, Progress: os.Stdout})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("plane ready in %s (state: %s)\n", time.Since(start).Round(time.Second), d.state())
+	<-ctx.Done()
+	fmt.Println("stopping the plane")
+	return p.Stop()
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// What the demo creates.
+const (
+	demoNamespace = "demo"
+	demoCluster   = "demo"
+	demoNetwork   = "vm-net" // the SharedNetwork
+	vmNetworkName = "demo-vm-net"
+	vmSubnetCIDR  = "172.31.0.0/24" // overlaps none of the cluster's ranges
+	workers       = 2
+	attachTo      = "md-a"
+)
+
+type demo struct {
+	d          *dirs
+	start      time.Time
+	plane      *plane.Plane // a client-only view of the running plane
+	clouds     []byte
+	cloudsPath string
+	bed        string // testbed.sh
+}
+
+func (x *demo) say(format string, args ...any) {
+	fmt.Printf("[%s] %s\n", x.clock(), fmt.Sprintf(format, args...))
+}
+
+// clock is the time since the command started, as mm:ss.
+func (x *demo) clock() string {
+	d := time.Since(x.start).Round(time.Second)
+	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func up(d *dirs) error {
+	x := &demo{d: d, start: time.Now(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
+	ctx := context.Background()
+
+	// 1. The OpenStack test bed (installed from Debian packages on first run).
+	if err := x.ensureTestbed(); err != nil {
+		return err
+	}
+	// 2. kube-apiserver and etcd built from source (once).
+	x.say("kube-apiserver and etcd: hack/ensure-envtest-assets.sh (builds them once, ~4 min cold)")
+	if err := run(d.root, nil, filepath.Join(d.root, "hack", "ensure-envtest-assets.sh")); err != nil {
+		return err
+	}
+	// 3. The plane, in the background.
+	if err := x.ensurePlane(); err != nil {
+		return err
+	}
+	if err := x.connect(); err != nil {
+		return err
+	}
+	// 4. The administrator offers a VM-project network.
+	vm, err := plane.NewCloud(ctx, x.clouds, plane.VMCloud)
+	if err != nil {
+		return err
+	}
+	n, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: vmNetworkName, CIDR: vmSubnetCIDR})
+	if err != nil {
+		return err
+	}
+	x.say("VM project network %s: %s, subnet %s (%s), MTU %d", vmNetworkName, n.NetworkID, n.SubnetID, n.CIDR, n.MTU)
+	if _, err := x.plane.OfferNetwork(ctx, demoNetwork, n, x.clouds, nil); err != nil {
+		return err
+	}
+	x.say("SharedNetwork %s offered to namespaces labelled %s=true", demoNetwork, plane.GrantLabel)
+
+	// 5. The cluster owner's ClusterClass and Cluster, from templates/.
+	if err := x.plane.Namespace(ctx, demoNamespace, map[string]string{plane.GrantLabel: "true"}); err != nil {
+		return err
+	}
+	cc, err := x.plane.ClusterClass(demoNamespace)
+	if err != nil {
+		return err
+	}
+	for _, o := range cc {
+		if err := x.plane.Apply(ctx, o); err != nil {
+			return err
+		}
+	}
+	if err := x.plane.WaitForClusterClass(ctx, demoNamespace, plane.ClusterClassName); err != nil {
+		return err
+	}
+	secret, cluster, err := x.plane.RenderCluster(plane.ClusterVariables{
+		Name: demoCluster, Namespace: demoNamespace, CloudsYAML: x.clouds, Workers: workers,
+		SharedNetwork: demoNetwork, Subnet: n.SubnetID,
+	})
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	existing := &clusterv1.Cluster{}
+	switch err := x.plane.Client.Get(ctx, key, existing); {
+	case apierrors.IsNotFound(err):
+		// Created without the override, so the attach below is a change of a
+		// running cluster: md-a's nodes are replaced once.
+		plane.SetSharedNetwork(cluster, attachTo, "")
+		if err := x.plane.Apply(ctx, secret, cluster); err != nil {
+			return err
+		}
+		x.say("Cluster %s/%s created from %s (md-a and md-b, %d workers each)", demoNamespace, demoCluster, plane.ClusterTemplateFile, workers)
+	case err != nil:
+		return err
+	default:
+		cluster = existing
+	}
+	if err := x.waitWorkers(ctx, cluster); err != nil {
+		return err
+	}
+
+	// 6. Attach md-a.
+	before, err := x.plane.Machines(ctx, demoNamespace, demoCluster, attachTo)
+	if err != nil {
+		return err
+	}
+	value := plane.SharedNetworkValue(demoNetwork, n.SubnetID)
+	if !hasValue(cluster, attachTo) {
+		if err := x.plane.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, attachTo, value) }); err != nil {
+			return fmt.Errorf("attaching %s: %w", attachTo, err)
+		}
+		x.say("attach: set sharedNetwork=%s on MachineDeployment topology %s", value, attachTo)
+	} else {
+		x.say("md-a already carries sharedNetwork: showing where it stands")
+		before = nil // no rollout started by this run
+	}
+	if err := x.watchAttach(ctx, before, n); err != nil {
+		return err
+	}
+	x.lookAround(n)
+	return nil
+}
+
+// hasValue says whether the topology carries a sharedNetwork value.
+func hasValue(c *clusterv1.Cluster, topology string) bool {
+	groups, err := variables.Nodegroups(c)
+	_, ok := groups[topology]
+	return err == nil && ok
+}
+
+func (x *demo) ensureTestbed() error {
+	if err := exec.Command(x.bed, "status").Run(); err == nil { //nolint:gosec // our own script
+		x.say("OpenStack test bed: running")
+	} else {
+		x.say("OpenStack test bed: installing (apt-get, once, ~3 min) and starting (~1-2 min)")
+		if err := run(x.d.root, os.Stdout, x.bed, "install"); err != nil {
+			return err
+		}
+		if err := run(x.d.root, os.Stdout, x.bed, "start"); err != nil {
+			return err
+		}
+		if err := os.WriteFile(x.d.marker("testbed-started-by-demo"), nil, 0o644); err != nil { //nolint:gosec // a marker
+			return err
+		}
+	}
+	out, err := exec.Command(x.bed, "clouds").Output() //nolint:gosec // our own script
+	if err != nil {
+		return fmt.Errorf("testbed.sh clouds: %w", err)
+	}
+	x.cloudsPath = strings.TrimSpace(string(out))
+	x.clouds, err = plane.ReadClouds(x.cloudsPath)
+	return err
+}
+
+// planePID is the pid of the running plane, 0 when none runs.
+func planePID(d *dirs) int {
+	raw, err := os.ReadFile(d.pidFile())
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	if _, err := os.Stat(d.state()); err != nil {
+		return 0
+	}
+	return pid
+}
+
+// ensurePlane starts `demo plane` in its own session (it outlives this
+// command) unless it runs, and waits until it has written its state.
+func (x *demo) ensurePlane() error {
+	if pid := planePID(x.d); pid != 0 {
+		x.say("local management plane: running (pid %d)", pid)
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	_ = os.Remove(x.d.state())
+	logFile, err := os.Create(x.d.planeLog())
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self, "plane") //nolint:gosec // this very program
+	cmd.Dir = x.d.root
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(x.d.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil { //nolint:gosec // a pid
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	x.say("local management plane: starting (pid %d, log %s); the first run builds CAPI, CABPK, KCP and CAPO from source (~3-4 min)", cmd.Process.Pid, rel(x.d.root, x.d.planeLog()))
+	shown := 0
+	for {
+		// Relay the plane's progress lines.
+		if f, err := os.Open(x.d.planeLog()); err == nil {
+			sc := bufio.NewScanner(f)
+			i := 0
+			for sc.Scan() {
+				if i >= shown {
+					x.say("  plane: %s", sc.Text())
+					shown++
+				}
+				i++
+			}
+			_ = f.Close()
+		}
+		if _, err := os.Stat(x.d.state()); err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the plane stopped (%v); see %s", err, x.d.planeLog())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// connect reads the running plane's state and builds clients.
+func (x *demo) connect() error {
+	raw, err := os.ReadFile(x.d.state())
+	if err != nil {
+		return err
+	}
+	var st plane.State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return err
+	}
+	p, err := plane.Connect(x.d.root, st)
+	if err != nil {
+		return err
+	}
+	x.plane = p
+	return nil
+}
+
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
+func run(dir string, out io.Writer, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = out, os.Stderr // a nil out discards
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", filepath.Base(name), strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+var errTimeout = errors.New("timed out")
