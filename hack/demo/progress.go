@@ -119,8 +119,10 @@ func (x *demo) watchAttach(ctx context.Context, before []plane.Machine, n plane.
 			}
 		}
 		phase, addrs := "-", []string{}
-		if a != nil {
+		if a != nil && a.Status.Phase != "" {
 			phase = string(a.Status.Phase)
+		}
+		if a != nil {
 			for _, node := range a.Status.Nodes {
 				if node.Address != "" {
 					addrs = append(addrs, node.Address)
