@@ -54,7 +54,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	done := tl.step("plane up (build what is missing; kube-apiservers, CAPI/CABPK/KCP/CAPO managers, extension, stand-ins)")
 	dir := filepath.Join(root, "_artifacts", "e2e", "plane")
 	Expect(os.RemoveAll(dir)).To(Succeed())
-	pl, err = plane.Start(ctx, plane.Options{Root: root, Dir: dir, Resync: 5 * time.Second, Progress: GinkgoWriter})
+	// The guardrails are on: the suite checks the VM-side report they add.
+	pl, err = plane.Start(ctx, plane.Options{Root: root, Dir: dir, Resync: 5 * time.Second, Progress: GinkgoWriter, ExtensionFeatureGates: "WorkloadGuardrails=true"})
 	Expect(err).NotTo(HaveOccurred())
 	done()
 	fmt.Fprintf(GinkgoWriter, "plane logs: %s\n", pl.Logs())

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/rules"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,6 +163,38 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(machineDeploymentTemplates(ctx, key, mdB)).To(Equal(mdBTemplates))
 		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
 	}, SpecTimeout(8*time.Minute))
+
+	It("the VM side: the attachment says that no security group of the VM project admits the shared subnet and the command that adds one; once the VM project runs it, which rule admits it", func(ctx SpecContext) {
+		done := tl.step("VM-side report: no rule admits the shared subnet, then the VM project adds one")
+		defer done()
+		ingress := func(g Gomega) *sharednetv1.VMIngressStatus {
+			a, err := pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a).NotTo(BeNil())
+			g.Expect(a.Status.VMIngress).NotTo(BeNil(), "status.vmIngress")
+			return a.Status.VMIngress
+		}
+		Eventually(func(g Gomega) {
+			in := ingress(g)
+			g.Expect(in.Admitted).To(BeFalse())
+			g.Expect(in.Suggestion).To(ContainSubstring("openstack security group rule create --ingress --ethertype IPv4 --remote-ip " + vmNet.CIDR))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		By("the VM project owner adds the rule")
+		sg, err := groups.Create(ctx, vm.Network, groups.CreateOpts{Name: snName + "-vms"}).Extract()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = groups.Delete(ctx, vm.Network, sg.ID).ExtractErr() })
+		rule, err := rules.Create(ctx, vm.Network, rules.CreateOpts{
+			SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: vmNet.CIDR,
+		}).Extract()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			in := ingress(g)
+			g.Expect(in.Admitted).To(BeTrue())
+			g.Expect(in.Rules).To(ContainElement(sg.ID + "/" + rule.ID))
+			g.Expect(in.Suggestion).To(BeEmpty())
+		}, 2*time.Minute, time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
 
 	Context("bad requests are refused at admission and nothing changes", Ordered, func() {
 		var mtuNet, overlapNet, smallNet plane.VMNetwork

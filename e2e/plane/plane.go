@@ -80,6 +80,9 @@ type Options struct {
 	Resync time.Duration
 	// Progress gets one line per step; io.Discard when nil.
 	Progress io.Writer
+	// ExtensionFeatureGates is the extension's --feature-gates (e.g.
+	// "WorkloadGuardrails=true"); its defaults when empty.
+	ExtensionFeatureGates string
 }
 
 // Plane is a running local management plane.
@@ -316,17 +319,21 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	extArgs := []string{
+		"--kubeconfig=" + p.Kubeconfig, "--leader-elect=false",
+		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
+		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + addr(health),
+		"--credentials-namespace=" + manager.DefaultNamespace, "--sharednetwork-resync=" + opts.Resync.String(),
+	}
+	if opts.ExtensionFeatureGates != "" {
+		extArgs = append(extArgs, "--feature-gates="+opts.ExtensionFeatureGates)
+	}
 	p.managers = append(p.managers, &process{
 		name: "capo-sharednet", path: binaries["capo-sharednet"], log: filepath.Join(logs, "capo-sharednet.log"),
 		readyz: "http://" + addr(health) + "/readyz",
 		env:    []string{"KUBECONFIG=" + p.Kubeconfig},
-		args: []string{
-			"--kubeconfig=" + p.Kubeconfig, "--leader-elect=false",
-			"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
-			"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
-			"--metrics-bind-address=0", "--health-probe-bind-address=" + addr(health),
-			"--credentials-namespace=" + manager.DefaultNamespace, "--sharednetwork-resync=" + opts.Resync.String(),
-		},
+		args:   extArgs,
 	})
 	step("starting the managers: %s", strings.Join(names(p.managers), ", "))
 	for _, m := range p.managers {
