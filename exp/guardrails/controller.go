@@ -56,6 +56,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
 		})).
+		// Reconcile as soon as the ClusterCache connects to a workload cluster, instead of at
+		// the next poll after a first "not connected".
+		WatchesRawSource(r.ClusterCache.GetClusterSource("workloadguardrails", func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		})).
 		Named("workloadguardrails").
 		Complete(r)
 }
