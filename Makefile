@@ -14,6 +14,8 @@ IMG ?= ghcr.io/capo-sharednet/capo-sharednet:dev
 GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -extldflags=-static"
 
 export GOTOOLCHAIN := local
+# Go's default install place, used when no go is found earlier on PATH.
+export PATH := $(PATH):/usr/local/go/bin
 
 ##@ Main
 

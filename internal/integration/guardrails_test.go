@@ -77,16 +77,7 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 	correct := correctAnnotations()
 	without := func(key string) map[string]string { return with(correct, key, "") }
 
-	// The policy takes effect once the API server has compiled it and sees its parameters.
-	g.Eventually(func() string {
-		probe := service("probe", without(guardrails.InternalAnnotation))
-		err := env.Client.Create(ctx, probe)
-		if err == nil {
-			_ = env.Client.Delete(ctx, probe)
-			return ""
-		}
-		return err.Error()
-	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
+	waitForPolicy(ctx, g, service("probe", without(guardrails.InternalAnnotation)))
 
 	t.Run("a public load balancer on a shared subnet is refused", func(t *testing.T) {
 		g := NewWithT(t)
@@ -166,16 +157,7 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 		return env.Client.Update(ctx, gw)
 	}
 
-	// The policy takes effect once the API server has compiled it and sees its parameters.
-	g.Eventually(func() string {
-		probe := gateway(ns, "probe", with(correct, guardrails.InternalAnnotation, ""))
-		err := env.Client.Create(ctx, probe)
-		if err == nil {
-			_ = env.Client.Delete(ctx, probe)
-			return ""
-		}
-		return err.Error()
-	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
+	waitForPolicy(ctx, g, gateway(ns, "probe", with(correct, guardrails.InternalAnnotation, "")))
 
 	t.Run("the correct Gateway is accepted", func(t *testing.T) {
 		g := NewWithT(t)
@@ -251,4 +233,17 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 		g.Expect(create("no-annotations", map[string]string{})).To(Succeed())
 		g.Expect(update("elsewhere", map[string]string{guardrails.SubnetAnnotation: "c0c0c0c0-0000-4000-8000-00000000000a"})).To(Succeed())
 	})
+}
+
+// waitForPolicy waits until the API server refuses probe, a public load balancer on a shared
+// subnet: the policy takes effect once the API server has compiled it and sees its parameters.
+func waitForPolicy(ctx context.Context, g Gomega, probe client.Object) {
+	g.Eventually(func() string {
+		err := env.Client.Create(ctx, probe.DeepCopyObject().(client.Object))
+		if err == nil {
+			_ = env.Client.Delete(ctx, probe)
+			return ""
+		}
+		return err.Error()
+	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
 }
