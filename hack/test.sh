@@ -30,7 +30,8 @@ fi
 clouds=$("$testbed" clouds)
 # A clean cloud for every run (what earlier runs left is wiped); tests create
 # uniquely named objects and never reset it themselves.
-"$testbed" reset
+# (It takes seconds; the bound turns a hang into a clear failure.)
+timeout --kill-after=10 600 "$testbed" reset || { echo "the test bed's reset failed or took over 10 minutes" >&2; exit 1; }
 
 export KUBEBUILDER_ASSETS="$assets"
 export CAPO_SHAREDNET_TESTBED_CLOUDS="$clouds"

@@ -678,6 +678,14 @@ EOF
 
 mysql_root() { mariadb --no-defaults -S "$RUN/mysqld.sock" -uroot "$@"; }
 
+# end_service_connections closes every connection of the services' database user.
+end_service_connections() {
+  local id
+  for id in $(mysql_root -N -e "SELECT id FROM information_schema.processlist WHERE user = '$DB_USER'"); do
+    mysql_root -e "KILL CONNECTION $id" 2>/dev/null || true # it may have closed meanwhile
+  done
+}
+
 spawn_service() {
   local name=$1
   case $name in
@@ -919,7 +927,19 @@ cmd_reset() {
     spawn_service mariadb
   fi
   wait_mysql
-  mysql_root <"$STATE/snapshot.sql" || die "restoring $STATE/snapshot.sql failed"
+  # A service's pooled connection left inside a transaction holds a metadata
+  # lock that DROP DATABASE waits for (by default for a year), and a request
+  # of that service can then wait behind the DROP: end the services'
+  # connections first (they reconnect), wait for locks briefly, and retry.
+  local try
+  for try in 1 2 3; do
+    end_service_connections
+    if { echo "SET SESSION lock_wait_timeout = 20;"; cat "$STATE/snapshot.sql"; } | mysql_root; then
+      break
+    fi
+    [ "$try" -lt 3 ] || die "restoring $STATE/snapshot.sql failed 3 times; see SHOW PROCESSLIST and $LOGD/mariadb.log"
+    log "restoring the snapshot waited too long for a lock; ending the services' connections and trying again"
+  done
   # The snapshot's heartbeats are old: without this nova-compute looks down
   # (NoValidHost) and the agent dead (port binding fails) until they report.
   mysql_root -e "UPDATE nova.services SET updated_at = UTC_TIMESTAMP() WHERE deleted = 0;
