@@ -21,6 +21,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 // The story of the guide (docs/ and the product page), in its order: attach
@@ -70,7 +71,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(err).NotTo(HaveOccurred())
 		// The template attaches md-a at creation; this story attaches it to
 		// a running cluster, and keeps md-b small.
-		plane.SetSharedNetwork(cluster, mdA, "")
+		variables.SetOverride(cluster, mdA, nil)
 		for i := range cluster.Spec.Topology.Workers.MachineDeployments {
 			if cluster.Spec.Topology.Workers.MachineDeployments[i].Name == mdB {
 				cluster.Spec.Topology.Workers.MachineDeployments[i].Replicas = ptr.To[int32](1)
@@ -107,7 +108,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		defer done()
 		mark := book.mark()
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
-			plane.SetSharedNetwork(c, mdA, plane.SharedNetworkValue(snName, vmNet.SubnetID))
+			variables.SetOverride(c, mdA, plane.SharedNetworkValue(snName, vmNet.SubnetID))
 		})).To(Succeed())
 
 		var a *sharednetv1.SharedNetworkAttachment
@@ -222,9 +223,9 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 			Expect(err).NotTo(HaveOccurred())
 		}, NodeTimeout(3*time.Minute))
 
-		refused := func(ctx context.Context, network plane.VMNetwork, value string, want ...string) {
+		refused := func(ctx context.Context, network plane.VMNetwork, value []byte, want ...string) {
 			mark := book.mark()
-			err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdB, value) })
+			err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdB, value) })
 			Expect(err).To(HaveOccurred(), "want the attach refused")
 			fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
 			for _, w := range append([]string{`"md-b"`}, want...) {
@@ -285,7 +286,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		defer tl.step("detach refused while an internal LB is on the shared subnet")()
 		lb = createInternalLB(ctx, "kube_service_"+name+"_default_my-service", "default/my-service", vmNet.SubnetID)
 		mark := book.mark()
-		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdA, "") })
+		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })
 		Expect(err).To(HaveOccurred())
 		fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
 		Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("detach"), ContainSubstring(lb.Name), ContainSubstring(lb.VipAddress), ContainSubstring("default/my-service")))
@@ -307,7 +308,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(err).NotTo(HaveOccurred())
 		mark := book.mark()
 		Eventually(func() error {
-			return pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, mdA, "") })
+			return pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })
 		}, time.Minute, 2*time.Second).Should(Succeed(), "accepted once the load balancer is gone")
 
 		var now []plane.Machine
@@ -345,7 +346,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 
 		done := tl.step("attach md-b to a second network (1 node replaced)")
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
-			plane.SetSharedNetwork(c, mdB, plane.SharedNetworkValue(snName+"-2", ""))
+			variables.SetOverride(c, mdB, plane.SharedNetworkValue(snName+"-2", ""))
 		})).To(Succeed())
 		Eventually(func(g Gomega) {
 			a, err := pl.Attachment(ctx, ns, name, mdB)

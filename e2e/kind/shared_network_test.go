@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -181,7 +182,10 @@ func setOverride(ctx context.Context, c client.Client, namespace, cluster, topol
 		patch := client.MergeFrom(obj.DeepCopy())
 		var raw []byte
 		if value != nil {
-			raw = []byte(`{"name":"` + value.Name + `","subnet":"` + value.Subnet + `"}`)
+			var err error
+			if raw, err = json.Marshal(value); err != nil {
+				return err
+			}
 		}
 		variables.SetOverride(obj, topology, raw)
 		return c.Patch(ctx, obj, patch)

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/providers"
-	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 // The sample templates of templates/.
@@ -192,12 +191,6 @@ func (p *Plane) RenderCluster(v ClusterVariables) (*corev1.Secret, *clusterv1.Cl
 		return nil, nil, fmt.Errorf("%s: want a Secret and a Cluster", ClusterTemplateFile)
 	}
 	return sec, cluster, nil
-}
-
-// SetSharedNetwork sets (value != "") or removes (value == "") the
-// sharedNetwork override of one MachineDeployment topology.
-func SetSharedNetwork(c *clusterv1.Cluster, topology, value string) {
-	variables.SetOverride(c, topology, []byte(value))
 }
 
 // Apply creates objects, leaving those that exist as they are.

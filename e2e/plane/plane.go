@@ -177,7 +177,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 			_ = p.Stop()
 		}
 	}()
-	logs := filepath.Join(p.Dir, "logs")
+	logs := p.Logs()
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err
 	}
@@ -473,7 +473,7 @@ func (p *Plane) startStandIns(ctx context.Context) error {
 func (p *Plane) writeState() error {
 	s := State{
 		Kubeconfig: p.Kubeconfig, WorkloadKubeconfig: p.WorkloadKubeconfig, WorkloadPort: p.WorkloadPort,
-		ExtensionURL: p.ExtensionURL, Logs: filepath.Join(p.Dir, "logs"), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
+		ExtensionURL: p.ExtensionURL, Logs: p.Logs(), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
 	}
 	for _, m := range p.managers {
 		s.PIDs[m.name] = m.pid()

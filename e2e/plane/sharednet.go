@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -205,12 +207,12 @@ func (p *Plane) UpdateCluster(ctx context.Context, key client.ObjectKey, change 
 	})
 }
 
-// SharedNetworkValue is the variable's value for a network and subnet.
-func SharedNetworkValue(name, subnet string) string {
-	if subnet == "" {
-		return fmt.Sprintf(`{"name":%q}`, name)
-	}
-	return fmt.Sprintf(`{"name":%q,"subnet":%q}`, name, subnet)
+// SharedNetworkValue is the variable's value (JSON of the API type) for a
+// network and subnet (subnet may be empty).
+func SharedNetworkValue(name, subnet string) []byte {
+	raw, err := json.Marshal(sharednetv1.SharedNetworkVariable{Name: name, Subnet: subnet})
+	utilruntime.Must(err) // two strings always marshal
+	return raw
 }
 
 // Machine is one Machine of a nodegroup as a rollout sees it.
@@ -243,8 +245,12 @@ func (p *Plane) Machines(ctx context.Context, namespace, cluster, topology strin
 	return out, nil
 }
 
+// providerIDPrefix starts the providerID CAPO gives a Machine (and a kubelet
+// with the OpenStack CCM a Node): openstack:///<Nova server ID>.
+const providerIDPrefix = "openstack:///"
+
 // ServerID is the Nova server ID of an openstack:/// provider ID.
-func ServerID(providerID string) string { return strings.TrimPrefix(providerID, "openstack:///") }
+func ServerID(providerID string) string { return strings.TrimPrefix(providerID, providerIDPrefix) }
 
 // PortsOnNetwork lists the ports on a network (as admin sees them), by device
 // (server) ID.

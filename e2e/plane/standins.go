@@ -114,7 +114,7 @@ func (s *nodeSimulator) syncCluster(ctx context.Context, c *clusterv1.Cluster, e
 	withServer := map[string]*infrav1.OpenStackMachine{} // server ID -> machine
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		if id, ok := strings.CutPrefix(ptr.Deref(m.Spec.ProviderID, ""), "openstack:///"); ok && id != "" {
+		if id, ok := strings.CutPrefix(ptr.Deref(m.Spec.ProviderID, ""), providerIDPrefix); ok && id != "" {
 			withServer[id] = m
 		}
 	}
@@ -141,7 +141,7 @@ func (s *nodeSimulator) syncCluster(ctx context.Context, c *clusterv1.Cluster, e
 	have := map[string]bool{}
 	for i := range existing {
 		n := &existing[i]
-		id := strings.TrimPrefix(n.Spec.ProviderID, "openstack:///")
+		id := ServerID(n.Spec.ProviderID)
 		if _, ok := active[id]; !ok {
 			if err := s.workload.Delete(ctx, n); client.IgnoreNotFound(err) != nil {
 				return err
@@ -186,7 +186,7 @@ func (s *nodeSimulator) register(ctx context.Context, c *clusterv1.Cluster, m *i
 			},
 			Annotations: map[string]string{"stand-in.capo-sharednet.io/note": "registered by the local plane's node simulator, not by a kubelet"},
 		},
-		Spec: corev1.NodeSpec{ProviderID: "openstack:///" + srv.ID},
+		Spec: corev1.NodeSpec{ProviderID: providerIDPrefix + srv.ID},
 	}
 	if err := s.workload.Create(ctx, node); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -118,7 +118,7 @@ func up(d *dirs) error {
 	case apierrors.IsNotFound(err):
 		// Created without the override, so the attach below is a change of a
 		// running cluster: md-a's nodes are replaced once.
-		plane.SetSharedNetwork(cluster, attachTo, "")
+		variables.SetOverride(cluster, attachTo, nil)
 		if err := x.plane.Apply(ctx, secret, cluster); err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func up(d *dirs) error {
 	}
 	value := plane.SharedNetworkValue(demoNetwork, n.SubnetID)
 	if !hasValue(cluster, attachTo) {
-		if err := x.plane.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { plane.SetSharedNetwork(c, attachTo, value) }); err != nil {
+		if err := x.plane.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, attachTo, value) }); err != nil {
 			return fmt.Errorf("attaching %s: %w", attachTo, err)
 		}
 		x.say("attach: set sharedNetwork=%s on MachineDeployment topology %s", value, attachTo)
