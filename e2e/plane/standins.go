@@ -34,7 +34,8 @@ const (
 // simulator registers a Node in the workload cluster for each ACTIVE Nova
 // server of a cluster's OpenStackMachines (asking Nova with the cluster's own
 // identityRef credential): providerID openstack:///<server ID>, Ready, no
-// memory, disk or PID pressure, its first address as InternalIP. It deletes a
+// memory, disk or PID pressure, the InternalIPs of its OpenStackMachine's
+// status in CAPO's order (no CCM sorts them here). It deletes a
 // Node whose server is no longer ACTIVE or whose OpenStackMachine is gone
 // (CAPI does not delete worker Nodes of a cluster without control-plane
 // Machines, which a stand-in control plane never has).
