@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -76,6 +78,8 @@ type ledger struct {
 	known  map[string]machineEntry // by UID
 	events []machineEvent
 	err    error
+	// listedAt is when the newest recorded poll asked the API server.
+	listedAt time.Time
 }
 
 type machineEntry struct{ name, topology string }
@@ -94,6 +98,7 @@ func newLedger() *ledger { return &ledger{known: map[string]machineEntry{}} }
 func (l *ledger) run(ctx context.Context, c client.Reader, namespace, cluster string) {
 	first := true
 	for {
+		listedAt := time.Now()
 		list := &clusterv1.MachineList{}
 		err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
 		l.mu.Lock()
@@ -123,6 +128,7 @@ func (l *ledger) run(ctx context.Context, c client.Reader, namespace, cluster st
 				}
 			}
 			first = false
+			l.listedAt = listedAt
 		}
 		l.mu.Unlock()
 		select {
@@ -131,6 +137,18 @@ func (l *ledger) run(ctx context.Context, c client.Reader, namespace, cluster st
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// settle waits until the ledger has recorded a poll that started after this
+// call: what the caller saw of the Machines before is then in the history.
+func (l *ledger) settle() {
+	GinkgoHelper()
+	since := time.Now()
+	Eventually(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.listedAt.Before(since)
+	}, 10*time.Second, 50*time.Millisecond).Should(BeTrue(), "the machine ledger polls the API server")
 }
 
 // mark is a position in the event history.
