@@ -24,8 +24,8 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
@@ -52,7 +52,7 @@ const (
 type AttachmentReconciler struct {
 	Client client.Client
 	// Credentials opens sessions with the cluster's and the VM project's credentials.
-	Credentials *credentials.Source
+	Credentials credentials.Clouds
 	Recorder    record.EventRecorder
 }
 
@@ -146,21 +146,44 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 	before := a.Status.DeepCopy()
 	defer func() { _ = r.patchStatus(ctx, a, before) }()
 
+	// The grant is checked where the VM project's power is used, not only
+	// at admission: a revoked grant makes no new share, and an attachment
+	// already in place is reported, never rolled (GeneratePatches keeps the
+	// port its nodes run with).
+	if err := preflight.Granted(ctx, r.Client, sn, cluster.Namespace, subnet); err != nil {
+		if !a.ShareEstablished() {
+			a.Status.Phase = sharednetv1.PhaseValidating
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonNotGranted, "not shared: "+err.Error())
+			return reconcile.Result{RequeueAfter: pollCloud}, nil
+		}
+		r.condition(a, cluster, sharednetv1.GrantedCondition, metav1.ConditionFalse, sharednetv1.ReasonGrantRevoked,
+			"the grant was revoked after the attach: "+err.Error()+"; the nodes keep their port (no rollout), no new nodegroup can attach, and removing the variable detaches")
+	} else {
+		r.condition(a, cluster, sharednetv1.GrantedCondition, metav1.ConditionTrue, sharednetv1.ReasonGranted, fmt.Sprintf("namespace %s may use subnet %s of SharedNetwork %s", cluster.Namespace, subnet, sn.Name))
+		if !a.ShareEstablished() || shareLost(sn, a) {
+			a.Status.Phase = sharednetv1.PhaseSharing
+			share, err := r.share(ctx, cluster, sn)
+			if err != nil {
+				var refused *shareRefusedError
+				reason := "ShareFailed"
+				if errors.As(err, &refused) {
+					reason = refused.reason
+				}
+				r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, err.Error())
+				return reconcile.Result{RequeueAfter: pollRollout}, nil
+			}
+			a.Status.Share = share
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, "Shared",
+				fmt.Sprintf("network %s is shared with the cluster's project %s (RBAC policy %s)", sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID))
+			// Record the share before the nudge: GeneratePatches reads it.
+			if err := r.patchStatus(ctx, a, before); err != nil {
+				return reconcile.Result{}, err
+			}
+			before = a.Status.DeepCopy()
+		}
+	}
 	if !a.ShareEstablished() {
-		a.Status.Phase = sharednetv1.PhaseSharing
-		share, err := r.share(ctx, cluster, sn)
-		if err != nil {
-			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, "ShareFailed", err.Error())
-			return reconcile.Result{RequeueAfter: pollRollout}, nil
-		}
-		a.Status.Share = share
-		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, "Shared",
-			fmt.Sprintf("network %s is shared with project %s (RBAC policy %s)", sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID))
-		// Record the share before the nudge: GeneratePatches reads it.
-		if err := r.patchStatus(ctx, a, before); err != nil {
-			return reconcile.Result{}, err
-		}
-		before = a.Status.DeepCopy()
+		return reconcile.Result{RequeueAfter: pollCloud}, nil
 	}
 	if err := r.nudge(ctx, cluster, topology, a.Status.Share.RBACPolicyID); err != nil {
 		return reconcile.Result{}, err
@@ -227,24 +250,23 @@ func (r *AttachmentReconciler) measure(ctx context.Context, namespace, cluster, 
 	return MeasureRollout(md, machines.Items, byName, subnet), carries, nil
 }
 
-// observeLoadBalancers lists the LBs of the cluster's project on the subnet
-// (the detach rule and the cluster owner both need them).
+// observeLoadBalancers lists this cluster's LBs on the subnet (the detach
+// rule and the cluster owner both need them) and those nobody can be
+// attributed to; other clusters' LBs on the same subnet are not listed.
 func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) {
 	if cluster == nil {
 		return
 	}
-	cloud, err := r.clusterCloud(ctx, cluster)
+	cloud, _, err := r.Credentials.ForCluster(ctx, cluster)
 	if err != nil {
 		return
 	}
-	lbs, err := cloud.OnSubnet(ctx, a.Spec.Subnet)
+	found, err := cloud.OnSubnet(ctx, a.Spec.Subnet)
 	if err != nil {
 		return // keep the last known list
 	}
-	a.Status.LoadBalancers = nil
-	for _, lb := range lbs {
-		a.Status.LoadBalancers = append(a.Status.LoadBalancers, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: lb.Service})
-	}
+	a.Status.LoadBalancers = preflight.ClusterLoadBalancers(cluster, found)
+	a.Status.UnattributedLoadBalancers = preflight.UnattributedLoadBalancers(found)
 }
 
 func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *clusterv1.Cluster, topology, network, subnet string, a *sharednetv1.SharedNetworkAttachment) (*sharednetv1.SharedNetworkAttachment, error) {
@@ -275,22 +297,66 @@ func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *cl
 	return a, nil
 }
 
+// shareLost says the SharedNetwork's facts, read after the share was
+// recorded, no longer hold it: someone deleted the RBAC policy behind the
+// extension's back. Share (find-or-create) then makes it again.
+func shareLost(sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) bool {
+	if !a.ShareEstablished() || sn.Status.LastRefreshTime == nil || !meta.IsStatusConditionTrue(sn.Status.Conditions, sharednetv1.ReadyCondition) {
+		return false
+	}
+	shared := meta.FindStatusCondition(a.Status.Conditions, sharednetv1.SharedCondition)
+	if shared == nil || !sn.Status.LastRefreshTime.After(shared.LastTransitionTime.Time) {
+		return false // facts older than the share say nothing about it
+	}
+	for _, s := range sn.Status.Shares {
+		if s.ProjectID == a.Status.Share.ProjectID {
+			return false
+		}
+	}
+	return true
+}
+
+// shareRefusedError is a share the extension will not make, with the
+// condition reason that says why.
+type shareRefusedError struct {
+	reason string
+	err    error
+}
+
+func (e *shareRefusedError) Error() string { return e.err.Error() }
+func (e *shareRefusedError) Unwrap() error { return e.err }
+
 // share finds or creates the RBAC share of the SharedNetwork's network with
-// the cluster's project, with the VM project's credential.
+// the cluster's project, with the VM project's credential. The project is
+// the one the SharedNetwork's own Keystone vouches for (credentials.VerifiedProject),
+// never what the cluster's credential alone claims.
 func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork) (*sharednetv1.Share, error) {
-	clusterCloud, err := r.clusterCloud(ctx, cluster)
+	clusterCloud, _, err := r.Credentials.ForCluster(ctx, cluster)
 	if err != nil {
-		return nil, err
+		return nil, &shareRefusedError{reason: sharednetv1.ReasonClusterCredentialsInvalid, err: fmt.Errorf("the cluster's OpenStack credential cannot be used: %w", err)}
 	}
-	vm, err := r.vmCloud(ctx, sn)
+	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
 	if err != nil {
-		return nil, err
+		return nil, r.vmProjectFailed(ctx, sn, "opening the VM project", err)
 	}
-	policy, err := vm.Share(ctx, sn.Spec.NetworkID, clusterCloud.ProjectID())
+	project, err := credentials.VerifiedProject(ctx, clusterCloud, vm)
 	if err != nil {
-		return nil, err
+		return nil, &shareRefusedError{reason: sharednetv1.ReasonForeignKeystone, err: fmt.Errorf("%w; nothing was shared", err)}
 	}
-	return &sharednetv1.Share{ProjectID: clusterCloud.ProjectID(), RBACPolicyID: policy}, nil
+	policy, err := vm.Share(ctx, sn.Spec.NetworkID, project)
+	if err != nil {
+		return nil, r.vmProjectFailed(ctx, sn, "sharing the network", err)
+	}
+	return &sharednetv1.Share{ProjectID: project, RBACPolicyID: policy}, nil
+}
+
+// vmProjectFailed records the VM project's error where the administrator
+// sees it (an Event on the cluster-scoped SharedNetwork, the log) and returns
+// what the cluster owner may read: no VM project ID, Keystone URL or Secret.
+func (r *AttachmentReconciler) vmProjectFailed(ctx context.Context, sn *sharednetv1.SharedNetwork, doing string, err error) error {
+	ctrl.LoggerFrom(ctx).Error(err, doing, "sharedNetwork", sn.Name)
+	r.Recorder.Eventf(sn, corev1.EventTypeWarning, "VMProjectFailed", "%s: %v", doing, err)
+	return fmt.Errorf("%s with the VM project's credential failed; the administrator sees why on SharedNetwork %s (kubectl describe sharednetwork %s); retrying", doing, sn.Name, sn.Name)
 }
 
 // nudge records the share on the Cluster; the change makes CAPI's topology
@@ -310,17 +376,6 @@ func (r *AttachmentReconciler) nudge(ctx context.Context, cluster *clusterv1.Clu
 		cluster.Annotations[key] = value
 	}
 	return r.Client.Patch(ctx, cluster, patch)
-}
-
-// clusterCloud connects with the cluster's own credential (CAPO's identityRef).
-func (r *AttachmentReconciler) clusterCloud(ctx context.Context, cluster *clusterv1.Cluster) (*openstack.Session, error) {
-	session, _, err := r.Credentials.ForCluster(ctx, cluster)
-	return session, err
-}
-
-// vmCloud connects with the SharedNetwork's VM-project credential.
-func (r *AttachmentReconciler) vmCloud(ctx context.Context, sn *sharednetv1.SharedNetwork) (*openstack.Session, error) {
-	return r.Credentials.ForSharedNetwork(ctx, sn)
 }
 
 func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment, cluster *clusterv1.Cluster, kind string, status metav1.ConditionStatus, reason, message string) {

@@ -15,6 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -46,25 +47,23 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		}
 	}
 
-	if a.Status.Share != nil && !r.shareUsedElsewhere(ctx, a, sn) {
-		vm, err := r.vmCloud(ctx, sn)
-		if err == nil {
-			err = vm.Unshare(ctx, a.Status.Share.RBACPolicyID)
-		}
-		if err != nil {
-			r.observeLoadBalancers(ctx, cluster, a)
-			reason, message := "UnshareFailed", err.Error()
-			if openstack.IsInUse(err) {
-				a.Status.Phase, reason = sharednetv1.PhaseDetaching, "PortsRemain"
-				message = fmt.Sprintf("Neutron keeps the share while the project has ports on the network: %v", err)
-				if len(a.Status.LoadBalancers) > 0 {
-					a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
-					message = "load balancers still have their address on the shared subnet: " + describe(a.Status.LoadBalancers) + "; delete their Services and Gateways"
-				}
+	if err := r.unshare(ctx, cluster, sn, a); err != nil {
+		r.observeLoadBalancers(ctx, cluster, a)
+		reason, message := "UnshareFailed", err.Error()
+		if openstack.IsInUse(err) {
+			a.Status.Phase, reason = sharednetv1.PhaseDetaching, "PortsRemain"
+			message = "Neutron keeps the share while the cluster's project has ports on the network (nodes being deleted, load balancer VIPs)"
+			switch {
+			case len(a.Status.LoadBalancers) > 0:
+				a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
+				message = "load balancers of this cluster still have their address on the shared subnet: " + describe(a.Status.LoadBalancers) + "; delete their Services and Gateways"
+			case len(a.Status.UnattributedLoadBalancers) > 0:
+				a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
+				message = "load balancers that no cluster's cloud controller manager made still have their address on the shared subnet: " + describe(a.Status.UnattributedLoadBalancers) + "; delete them (openstack loadbalancer delete --cascade <id>)"
 			}
-			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
-			return reconcile.Result{RequeueAfter: pollRollout}, nil
 		}
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
+		return reconcile.Result{RequeueAfter: pollRollout}, nil
 	}
 	a.Status.Phase = sharednetv1.PhaseDetached
 	a.Status.Share = nil
@@ -92,23 +91,68 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 	return reconcile.Result{}, nil
 }
 
-// shareUsedElsewhere says whether another live attachment holds the same
-// share (same network, same project): one share per (network, project).
-func (r *AttachmentReconciler) shareUsedElsewhere(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sn *sharednetv1.SharedNetwork) bool {
+// unshare deletes the share this attachment stands for, as Neutron knows
+// it: the policy of (this SharedNetwork's network, the cluster's project),
+// unless another live attachment of the same project uses it. The project is
+// the one the VM project's Keystone vouches for while the cluster can be
+// asked — so a status written by someone else cannot point the VM credential
+// at another project's share, and a lost status still unshares — else the
+// recorded one (a cluster being deleted may have lost its credential). The
+// policy ID deleted is Neutron's answer, never the status's.
+func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) error {
+	project := ""
+	if a.Status.Share != nil {
+		project = a.Status.Share.ProjectID
+	}
+	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		if project == "" {
+			return nil // nothing was ever shared for it that we know of
+		}
+		return r.vmProjectFailed(ctx, sn, "opening the VM project to unshare", err)
+	}
+	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
+		if clusterCloud, _, err := r.Credentials.ForCluster(ctx, cluster); err == nil {
+			if verified, err := credentials.VerifiedProject(ctx, clusterCloud, vm); err == nil {
+				project = verified
+			}
+		}
+	}
+	if project == "" || r.shareUsedElsewhere(ctx, a, sn, project) {
+		return nil
+	}
+	policy, err := vm.FindShare(ctx, sn.Spec.NetworkID, project)
+	if err != nil {
+		return r.vmProjectFailed(ctx, sn, "finding the share to unshare", err)
+	}
+	if policy == "" {
+		return nil // already gone
+	}
+	if err := vm.Unshare(ctx, policy); err != nil {
+		if openstack.IsInUse(err) {
+			return err
+		}
+		return r.vmProjectFailed(ctx, sn, "unsharing the network", err)
+	}
+	return nil
+}
+
+// shareUsedElsewhere says whether another live attachment holds the share
+// of (network, project): one share per (network, project).
+func (r *AttachmentReconciler) shareUsedElsewhere(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sn *sharednetv1.SharedNetwork, project string) bool {
 	all := &sharednetv1.SharedNetworkAttachmentList{}
 	if err := r.Client.List(ctx, all); err != nil {
 		return true // when in doubt, keep the share
 	}
 	for _, other := range all.Items {
-		if other.UID == a.UID || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil {
+		if other.UID == a.UID || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil || other.Status.Share.ProjectID != project {
 			continue
 		}
-		if other.Status.Share.RBACPolicyID == a.Status.Share.RBACPolicyID {
+		otherSN := &sharednetv1.SharedNetwork{}
+		if other.Spec.SharedNetwork == sn.Name {
 			return true
 		}
-		otherSN := &sharednetv1.SharedNetwork{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: other.Spec.SharedNetwork}, otherSN); err == nil &&
-			otherSN.Spec.NetworkID == sn.Spec.NetworkID && other.Status.Share.ProjectID == a.Status.Share.ProjectID {
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: other.Spec.SharedNetwork}, otherSN); err != nil || otherSN.Spec.NetworkID == sn.Spec.NetworkID {
 			return true
 		}
 	}

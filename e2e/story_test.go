@@ -285,7 +285,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 	})
 	It("an internal load balancer on the shared subnet blocks the detach, named in the refusal", func(ctx SpecContext) {
 		defer tl.step("detach refused while an internal LB is on the shared subnet")()
-		lb = createInternalLB(ctx, "kube_service_"+name+"_default_my-service", "default/my-service", vmNet.SubnetID)
+		lb = createInternalLB(ctx, key, client.ObjectKey{Namespace: "default", Name: "my-service"}, vmNet.SubnetID)
 		mark := book.mark()
 		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })
 		Expect(err).To(HaveOccurred())
@@ -358,7 +358,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(shares(ctx, second.NetworkID)).To(HaveLen(1))
 		done()
 
-		lb2 := createInternalLB(ctx, "kube_service_"+name+"_default_gateway", "default/gateway", second.SubnetID)
+		lb2 := createInternalLB(ctx, key, client.ObjectKey{Namespace: "default", Name: "gateway"}, second.SubnetID)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, lb2.ID) }) // only if the hook did not
 
 		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")

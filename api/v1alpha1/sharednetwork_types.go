@@ -29,8 +29,10 @@ type SharedNetworkSpec struct {
 	// +required
 	Identity VMProjectIdentity `json:"identity"`
 
-	// networkID is the Neutron ID of the network in the VM project.
+	// networkID is the Neutron ID of the network in the VM project. It is
+	// immutable: changing it would move running nodegroups to another network.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.networkID is immutable: changing it would silently move the attached nodegroups to another network. To offer another network, create a new SharedNetwork for it, move each nodegroup (remove its sharedNetwork variable, then set it to the new SharedNetwork), then delete this one"
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
 	NetworkID string `json:"networkID"`
 
@@ -162,6 +164,7 @@ type Consumer struct {
 
 // SharedNetwork is a network of a VM project that an administrator offers to
 // the nodegroups of the clusters of some namespaces.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.consumers) || size(oldSelf.status.consumers) == 0 || self.spec.identity == oldSelf.spec.identity",message="spec.identity cannot change while nodegroups use this SharedNetwork (status.consumers): their shares were made, and can only be released, with this credential. To rotate the credential, update the Secret's clouds.yaml in place; to move to another VM project's credential, detach the nodegroups first"
 type SharedNetwork struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -25,6 +25,22 @@ const (
 	SharedCondition = "Shared"
 	// AttachedCondition is True once every node of the nodegroup has its shared-subnet address.
 	AttachedCondition = "Attached"
+	// GrantedCondition is False when the SharedNetwork no longer grants the
+	// subnet to the cluster's namespace (revoked after the attach).
+	GrantedCondition = "Granted"
+	// LoadBalancersRemovedCondition is False when the cluster's deletion went
+	// on without removing its load balancers on the shared subnet.
+	LoadBalancersRemovedCondition = "LoadBalancersRemoved"
+)
+
+// Reasons of an attachment's conditions that a person acts on.
+const (
+	ReasonGranted                   = "Granted"
+	ReasonNotGranted                = "NotGranted"
+	ReasonGrantRevoked              = "GrantRevoked"
+	ReasonClusterCredentialsInvalid = "ClusterCredentialsInvalid"
+	ReasonForeignKeystone           = "ForeignKeystone"
+	ReasonLeftBehind                = "LeftBehind"
 )
 
 // SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.
@@ -64,10 +80,19 @@ type SharedNetworkAttachmentStatus struct {
 	// +optional
 	Nodes []AttachedNode `json:"nodes,omitempty"`
 
-	// loadBalancers with their VIP on the shared subnet in the cluster's
-	// project: while any exists the nodegroup cannot be detached.
+	// loadBalancers of this cluster (made by its cloud controller manager,
+	// named and tagged kube_service_<namespace>.<cluster>_...) with their VIP
+	// on the shared subnet: while any exists the nodegroup cannot be detached.
+	// Other clusters' load balancers on the same subnet are not listed.
 	// +optional
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
+
+	// unattributedLoadBalancers are load balancers of the cluster's project
+	// on the shared subnet that no cluster's cloud controller manager made
+	// (no kube_service_ name or tag): reported, never deleted by the
+	// extension. They keep the network shared until someone deletes them.
+	// +optional
+	UnattributedLoadBalancers []LoadBalancer `json:"unattributedLoadBalancers,omitempty"`
 
 	// workload reports what the workload-cluster guardrails found (when the
 	// WorkloadGuardrails feature is on).

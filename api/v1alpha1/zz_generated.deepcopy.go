@@ -203,6 +203,11 @@ func (in *SharedNetworkAttachmentStatus) DeepCopyInto(out *SharedNetworkAttachme
 		*out = make([]LoadBalancer, len(*in))
 		copy(*out, *in)
 	}
+	if in.UnattributedLoadBalancers != nil {
+		in, out := &in.UnattributedLoadBalancers, &out.UnattributedLoadBalancers
+		*out = make([]LoadBalancer, len(*in))
+		copy(*out, *in)
+	}
 	if in.Workload != nil {
 		in, out := &in.Workload, &out.Workload
 		*out = new(WorkloadStatus)

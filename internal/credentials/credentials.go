@@ -1,37 +1,53 @@
 // Package credentials finds the OpenStack credential of a cluster (CAPO's
-// identityRef on its OpenStackCluster) and of a SharedNetwork (its VM-project
-// Secret in the extension's namespace), and opens cached sessions with them.
-// Secrets are read where they are and never copied.
+// identityRef on its OpenStackCluster, resolved by CAPO's own code) and of a
+// SharedNetwork (its VM-project Secret in the extension's namespace), and
+// opens cached sessions with them. Secrets are read where they are and never
+// copied.
 package credentials
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	"sigs.k8s.io/cluster-api-provider-openstack/pkg/scope"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
+// Clouds opens the clouds the extension acts in. Callers hold this interface:
+// *Source is the real one, tests use an in-memory fake.
+type Clouds interface {
+	// ForCluster opens the cluster's project with the cluster's own credential.
+	ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (openstack.ClusterCloud, *infrav1.OpenStackCluster, error)
+	// ForSharedNetwork opens the VM project with the SharedNetwork's credential.
+	ForSharedNetwork(ctx context.Context, sn *sharednetv1.SharedNetwork) (openstack.VMCloud, error)
+}
+
 // Source reads credentials and opens sessions.
 type Source struct {
-	// Client reads cached objects (SharedNetworks, OpenStackClusters and the
-	// Secrets of the extension's namespace).
+	// Client reads cached objects (SharedNetworks, OpenStackClusters,
+	// Namespaces and the Secrets of the extension's namespace).
 	Client client.Reader
-	// APIReader reads a cluster's identity Secret, which is not cached.
+	// APIReader reads what is not cached: a cluster's identity Secret and
+	// CAPO's OpenStackClusterIdentities.
 	APIReader client.Reader
 	// Namespace holds the VM-project Secrets.
 	Namespace string
 	Sessions  *openstack.Sessions
 }
 
-// ForCluster opens a session with the cluster's own credential.
-func (s *Source) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (*openstack.Session, *infrav1.OpenStackCluster, error) {
+var _ Clouds = &Source{}
+
+// ForCluster implements Clouds.
+func (s *Source) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (openstack.ClusterCloud, *infrav1.OpenStackCluster, error) {
 	osc := &infrav1.OpenStackCluster{}
 	if cluster.Spec.InfrastructureRef.Name == "" {
 		return nil, nil, fmt.Errorf("cluster %s/%s has no OpenStackCluster yet", cluster.Namespace, cluster.Name)
@@ -39,24 +55,106 @@ func (s *Source) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (*o
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
 		return nil, nil, fmt.Errorf("reading the OpenStackCluster of cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}
+	secret, err := s.identitySecret(ctx, osc)
+	if err != nil {
+		return nil, osc, err
+	}
 	id := osc.Spec.IdentityRef
-	session, err := s.open(ctx, s.APIReader, cluster.Namespace, id.Name, id.CloudName)
+	session, err := s.open(ctx, s.APIReader, secret, id.CloudName, id.Region)
 	return session, osc, err
 }
 
-// ForSharedNetwork opens a session with the VM project's credential.
-func (s *Source) ForSharedNetwork(ctx context.Context, sn *sharednetv1.SharedNetwork) (*openstack.Session, error) {
-	return s.open(ctx, s.Client, s.Namespace, sn.Spec.Identity.SecretName, sn.Spec.Identity.CloudName)
+// errResolved stops CAPO's scope factory once it has chosen the Secret.
+var errResolved = errors.New("identity resolved")
+
+// identitySecret is the Secret CAPO would read for the OpenStackCluster's
+// identityRef. It is CAPO's own resolution (scope.NewClientScopeFromObject:
+// identity types Secret and ClusterIdentity, the ClusterIdentity's
+// namespaceSelector enforced), stopped just before it authenticates: the
+// connection is ours, with timeouts and the caller's context.
+func (s *Source) identitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error) {
+	resolver := &secretResolver{reader: s.APIReader}
+	_, err := scope.NewFactory(0).NewClientScopeFromObject(ctx, resolver, nil, logr.Discard(), osc)
+	if errors.Is(err, errResolved) && resolver.secret != nil {
+		return *resolver.secret, nil
+	}
+	var denied *scope.IdentityAccessDeniedError
+	if errors.As(err, &denied) {
+		return client.ObjectKey{}, fmt.Errorf("OpenStackCluster %s/%s: identityRef %s %q: namespace %s may not use it (the OpenStackClusterIdentity's namespaceSelector does not select it); ask the administrator",
+			osc.Namespace, osc.Name, osc.Spec.IdentityRef.Type, osc.Spec.IdentityRef.Name, osc.Namespace)
+	}
+	if err == nil {
+		err = errors.New("identityRef names no Secret")
+	}
+	return client.ObjectKey{}, fmt.Errorf("OpenStackCluster %s/%s: resolving identityRef %s %q: %w", osc.Namespace, osc.Name, osc.Spec.IdentityRef.Type, osc.Spec.IdentityRef.Name, err)
 }
 
-func (s *Source) open(ctx context.Context, reader client.Reader, namespace, name, cloudName string) (*openstack.Session, error) {
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-		return nil, fmt.Errorf("reading credential Secret %s/%s: %w", namespace, name, err)
+// secretResolver lets CAPO read what it needs to choose a Secret, and
+// records the Secret instead of reading it.
+type secretResolver struct {
+	client.Client // nil: CAPO only calls Get
+	reader        client.Reader
+	secret        *client.ObjectKey
+}
+
+func (r *secretResolver) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		r.secret = &key
+		return errResolved
 	}
-	cred, err := openstack.CredentialFromData(secret.Data, fmt.Sprintf("Secret %s/%s, cloud %q", namespace, name, cloudName), cloudName)
+	return r.reader.Get(ctx, key, obj, opts...)
+}
+
+// ForSharedNetwork implements Clouds.
+func (s *Source) ForSharedNetwork(ctx context.Context, sn *sharednetv1.SharedNetwork) (openstack.VMCloud, error) {
+	return s.open(ctx, s.Client, client.ObjectKey{Namespace: s.Namespace, Name: sn.Spec.Identity.SecretName}, sn.Spec.Identity.CloudName, "")
+}
+
+func (s *Source) open(ctx context.Context, reader client.Reader, key client.ObjectKey, cloudName, region string) (*openstack.Session, error) {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("reading credential Secret %s: %w", key, err)
+	}
+	cred, err := openstack.CredentialFromData(secret.Data, fmt.Sprintf("Secret %s, cloud %q", key, cloudName), cloudName)
 	if err != nil {
 		return nil, err
 	}
-	return s.Sessions.Get(ctx, string(secret.UID)+"/"+cloudName, secret.ResourceVersion, cred)
+	cred.Region = region
+	// Everything that identifies the credential: a changed Secret, another
+	// cloud or region never gets another credential's session.
+	id := fmt.Sprintf("%s/%s/%s", secret.UID, cloudName, region)
+	return s.Sessions.Get(ctx, id, secret.ResourceVersion, cred)
+}
+
+// ForeignKeystoneError refuses a share: the cluster's credential does not
+// belong to the SharedNetwork's cloud, or its Keystone does not vouch for the
+// project it claims. Its text names only the cluster's own side.
+type ForeignKeystoneError struct{ Why string }
+
+func (e *ForeignKeystoneError) Error() string {
+	return "the cluster's credential cannot be vouched for by the shared network's cloud: " + e.Why +
+		"; a network is only shared with a project of the same cloud (the same Keystone and region as the VM project): fix the cluster's clouds.yaml, or ask the administrator"
+}
+
+// VerifiedProject is the cluster's project as the SharedNetwork's own
+// Keystone vouches for it. The cluster's clouds.yaml is the tenant's: it may
+// name a Keystone of their own that answers with any project ID. So the
+// cluster must authenticate at the VM project's Keystone and region, and its
+// token is validated there again over the VM credential's connection (the
+// administrator's URL and CA), which reports the project it is really for.
+func VerifiedProject(ctx context.Context, cluster openstack.Identity, vm openstack.VMCloud) (string, error) {
+	if cluster.Keystone() != vm.Keystone() {
+		return "", &ForeignKeystoneError{Why: fmt.Sprintf("it authenticates at %s, another Keystone", cluster.Keystone())}
+	}
+	if cluster.Region() != vm.Region() {
+		return "", &ForeignKeystoneError{Why: fmt.Sprintf("it uses region %q, another region", cluster.Region())}
+	}
+	project, err := vm.ProjectOfToken(ctx, cluster.Token())
+	if err != nil {
+		return "", &ForeignKeystoneError{Why: "its token was not accepted by the shared network's Keystone (" + err.Error() + ")"}
+	}
+	if project != cluster.ProjectID() {
+		return "", &ForeignKeystoneError{Why: fmt.Sprintf("its authentication claimed project %s, but the token is for another project", cluster.ProjectID())}
+	}
+	return project, nil
 }

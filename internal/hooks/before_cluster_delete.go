@@ -4,25 +4,47 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
-// retryDeleteAfter is how soon CAPI asks again while load balancers go.
-const retryDeleteAfter = 10
+const (
+	// retryDeleteAfter is how soon CAPI asks again while load balancers go.
+	retryDeleteAfter = 10
+	// DefaultCleanupDeadline bounds how long a cluster's deletion waits for
+	// its load balancers: a project that cannot be reached, or a cloud
+	// without Octavia, must not hold a deletion forever.
+	DefaultCleanupDeadline = 10 * time.Minute
+	cloudTimeout           = 20 * time.Second
+)
 
-// BeforeClusterDelete deletes the cluster project's load balancers whose VIP
-// is on a shared subnet (cascade) and holds the deletion until they are gone:
-// their VIP ports would otherwise keep the network shared with a project that
-// no longer has a cluster. The shares themselves are released by the
-// attachments' finalizers once CAPO has deleted the nodes' ports. A cluster
-// with no attachment is answered at once, without any OpenStack call.
+// BeforeClusterDelete deletes this cluster's load balancers (made by its
+// CCM, internal/ccm) whose VIP is on a shared subnet, cascade, and holds the
+// deletion until they are gone: their VIP ports would otherwise keep the
+// network shared with a project that no longer has this cluster. Other
+// clusters' load balancers on the subnet, and ones nobody can be attributed
+// to, are never deleted. The shares are released by the attachments'
+// finalizers once CAPO has deleted the nodes' ports.
+//
+// It acts only for a Cluster that the API server says is being deleted: a
+// forged or replayed call deletes nothing. After DefaultCleanupDeadline it
+// lets the deletion go on, and says on the attachments and in an Event what
+// was left behind and the command to remove it. A cluster with no attachment
+// is answered at once, without any OpenStack call.
 func (h *Handlers) BeforeClusterDelete(ctx context.Context, req *runtimehooksv1.BeforeClusterDeleteRequest, resp *runtimehooksv1.BeforeClusterDeleteResponse) {
+	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 	key := client.ObjectKey{Namespace: req.Cluster.Namespace, Name: req.Cluster.Name}
 	attachments := &sharednetv1.SharedNetworkAttachmentList{}
 	if err := h.Reader.List(ctx, attachments, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name}); err != nil {
@@ -30,37 +52,114 @@ func (h *Handlers) BeforeClusterDelete(ctx context.Context, req *runtimehooksv1.
 		return
 	}
 	if len(attachments.Items) == 0 {
-		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 		return
 	}
+	// The API server, not the request (nor a cache that may lag), says
+	// whether the cluster is being deleted.
 	cluster := &clusterv1.Cluster{}
-	if err := h.Reader.Get(ctx, key, cluster); err != nil {
+	if err := h.APIReader.Get(ctx, key, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return
+		}
 		fail(resp, fmt.Errorf("reading cluster %s: %w", key, err))
 		return
 	}
-	session, _, err := h.Credentials.ForCluster(ctx, cluster)
-	if err != nil {
-		fail(resp, fmt.Errorf("cluster %s has load balancers to remove from its shared subnets but its project cannot be reached: %w", key, err))
+	if cluster.DeletionTimestamp.IsZero() {
+		resp.SetMessage(fmt.Sprintf("cluster %s is not being deleted: nothing was deleted", key))
 		return
 	}
-	var pending []string
-	for _, a := range attachments.Items {
-		lbs, err := session.OnSubnet(ctx, a.Spec.Subnet)
+	deadline := cluster.DeletionTimestamp.Add(h.cleanupDeadline())
+	pending, left, err := h.removeLoadBalancers(ctx, cluster, attachments.Items)
+	if err == nil && len(pending) == 0 {
+		return
+	}
+	if h.now().Before(deadline) {
+		resp.SetRetryAfterSeconds(retryDeleteAfter)
 		if err != nil {
-			fail(resp, err)
+			resp.SetMessage(fmt.Sprintf("cannot remove the cluster's load balancers on shared subnets yet (%v); retrying until %s, then the deletion goes on without them", err, deadline.UTC().Format(time.RFC3339)))
 			return
 		}
+		resp.SetMessage("deleting load balancers on shared subnets: " + strings.Join(pending, ", "))
+		return
+	}
+	h.leftBehind(ctx, cluster, attachments.Items, left, err)
+}
+
+// removeLoadBalancers asks Octavia to delete this cluster's load balancers
+// on the attachments' subnets; pending are those not gone yet, left their IDs.
+func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, attachments []sharednetv1.SharedNetworkAttachment) (pending, left []string, err error) {
+	// Inside the hook's own 30 s: a slow cloud is a retry, not a failed call.
+	ctx, cancel := context.WithTimeout(ctx, cloudTimeout)
+	defer cancel()
+	cloud, _, err := h.Credentials.ForCluster(ctx, cluster)
+	if err != nil {
+		return nil, nil, fmt.Errorf("its OpenStack project cannot be reached: %w", err)
+	}
+	me := ccm.ClusterName(cluster.Namespace, cluster.Name)
+	seen := map[string]bool{}
+	for _, a := range attachments {
+		if seen[a.Spec.Subnet] {
+			continue
+		}
+		seen[a.Spec.Subnet] = true
+		lbs, err := cloud.OnSubnet(ctx, a.Spec.Subnet)
+		if err != nil {
+			return pending, left, err
+		}
 		for _, lb := range lbs {
-			if err := session.DeleteCascade(ctx, lb.ID); err != nil {
-				fail(resp, err)
-				return
+			if ccm.OwnerOf(me, lb.Name, lb.Tags) != ccm.ThisCluster {
+				continue // another cluster's, shared with one, or nobody's: never deleted here
 			}
+			left = append(left, lb.ID)
 			pending = append(pending, fmt.Sprintf("%s (%s)", lb.Name, lb.VIP))
+			if lb.Status == "PENDING_DELETE" {
+				continue
+			}
+			if err := cloud.DeleteCascade(ctx, lb.ID); err != nil && !openstack.IsBusy(err) {
+				return pending, left, err
+			}
 		}
 	}
-	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-	if len(pending) > 0 {
-		resp.SetRetryAfterSeconds(retryDeleteAfter)
-		resp.SetMessage("deleting load balancers on shared subnets: " + strings.Join(pending, ", "))
+	return pending, left, nil
+}
+
+// leftBehind tells the cluster owner what the deletion could not remove.
+func (h *Handlers) leftBehind(ctx context.Context, cluster *clusterv1.Cluster, attachments []sharednetv1.SharedNetworkAttachment, left []string, cause error) {
+	what := "its load balancers on shared subnets could not be listed"
+	if len(left) > 0 {
+		what = "load balancers " + strings.Join(left, ", ") + " were left behind"
 	}
+	command := "openstack loadbalancer list --vip-subnet-id <shared subnet>, then openstack loadbalancer delete --cascade <id> for each of this cluster's (named kube_service_" + ccm.ClusterName(cluster.Namespace, cluster.Name) + "_...)"
+	if len(left) > 0 {
+		command = "openstack loadbalancer delete --cascade " + strings.Join(left, " ")
+	}
+	message := fmt.Sprintf("the deletion went on after %s: %s", h.cleanupDeadline(), what)
+	if cause != nil {
+		message += fmt.Sprintf(" (%v)", cause)
+	}
+	message += "; with the cluster's project credential run: " + command
+	if h.Recorder != nil {
+		h.Recorder.Event(cluster, corev1.EventTypeWarning, sharednetv1.ReasonLeftBehind, message)
+	}
+	for i := range attachments {
+		a := &attachments[i]
+		patch := client.MergeFrom(a.DeepCopy())
+		meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: sharednetv1.LoadBalancersRemovedCondition, Status: metav1.ConditionFalse,
+			Reason: sharednetv1.ReasonLeftBehind, Message: message, ObservedGeneration: a.Generation})
+		_ = h.Client.Status().Patch(ctx, a, patch) // best effort: the Event says the same
+	}
+}
+
+func (h *Handlers) cleanupDeadline() time.Duration {
+	if h.CleanupDeadline > 0 {
+		return h.CleanupDeadline
+	}
+	return DefaultCleanupDeadline
+}
+
+func (h *Handlers) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
 }

@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,8 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -115,6 +118,16 @@ func (h *Handlers) establishedPort(ctx context.Context, cluster *runtimehooksv1.
 	sn := &sharednetv1.SharedNetwork{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
 		return nil, client.IgnoreNotFound(err)
+	}
+	// A new port only under a grant that holds now: a status written by
+	// someone else, or a grant revoked since, attaches nothing new (a port
+	// the nodegroup already runs with stays, see sharedPortFor).
+	if err := preflight.Granted(ctx, h.Reader, sn, cluster.Namespace, spec.Subnet); err != nil {
+		var v *rules.Violation
+		if errors.As(err, &v) {
+			return nil, nil
+		}
+		return nil, err
 	}
 	port := sharedport.Port(sn.Name, sn.Spec.NetworkID, spec.Subnet)
 	return &port, nil

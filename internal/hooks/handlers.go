@@ -4,6 +4,9 @@
 package hooks
 
 import (
+	"time"
+
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,11 +29,22 @@ const (
 type Handlers struct {
 	// Reader reads from the manager's cache.
 	Reader client.Reader
+	// APIReader reads from the API server (BeforeClusterDelete asks it
+	// whether the Cluster is really being deleted).
+	APIReader client.Reader
+	// Client writes the attachments' conditions (BeforeClusterDelete).
+	Client client.Client
 	// Preflight runs the rules that ValidateTopology re-checks.
 	Preflight *preflight.Checker
 	// Credentials reach the cluster's project (BeforeClusterDelete only:
 	// the topology hooks never call OpenStack).
-	Credentials *credentials.Source
+	Credentials credentials.Clouds
+	// Recorder records Events on Clusters.
+	Recorder record.EventRecorder
+	// CleanupDeadline bounds BeforeClusterDelete; DefaultCleanupDeadline when zero.
+	CleanupDeadline time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Register adds every handler to the runtime extension server, in one place

@@ -28,6 +28,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
@@ -171,12 +172,19 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 	})
 
-	var lb *loadbalancers.LoadBalancer
-	t.Run("a load balancer on the shared subnet blocks the detach, named in the refusal", func(t *testing.T) {
+	var lb, otherLB *loadbalancers.LoadBalancer
+	t.Run("this cluster's load balancer on the shared subnet blocks the detach, named in the refusal; another cluster's does not", func(t *testing.T) {
 		g := NewWithT(t)
+		// Named and tagged as the cluster's CCM names it, next to another
+		// cluster's of the same project, which must not block this detach.
+		name := ccm.LoadBalancerName(ccm.ClusterName(ns, c.Name), "default", "my-service")
 		lb, err = loadbalancers.Create(ctx, cluster.LoadBalancer, loadbalancers.CreateOpts{
-			Name: "kube_service_c-life_default_my-service", Description: "Kubernetes external service default/my-service from cluster c-life", VipSubnetID: s.ID,
+			Name: name, Tags: []string{name}, VipSubnetID: s.ID,
 		}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		other := ccm.LoadBalancerName(ccm.ClusterName(ns+"-other", c.Name), "default", "other-service")
+		otherLB, err = loadbalancers.Create(ctx, cluster.LoadBalancer, loadbalancers.CreateOpts{Name: other, Tags: []string{other}, VipSubnetID: s.ID}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(err).NotTo(HaveOccurred())
 		err := updateCluster(ctx, c, func(c *clusterv1.Cluster) {
 			for i := range c.Spec.Topology.Workers.MachineDeployments {
@@ -185,21 +193,30 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		})
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("detach"), ContainSubstring(lb.Name), ContainSubstring("default/my-service"), ContainSubstring(lb.VipAddress)))
+		g.Expect(err.Error()).NotTo(ContainSubstring(otherLB.Name), "another cluster's load balancer is not this cluster's business")
 		g.Expect(observe(ctx, g, c)).To(Equal(attached), "nothing rolled")
 	})
 
-	t.Run("BeforeClusterDelete removes the cluster's load balancers on shared subnets", func(t *testing.T) {
+	t.Run("a BeforeClusterDelete request for a cluster that is not being deleted deletes nothing", func(t *testing.T) {
 		g := NewWithT(t)
-		h := &hooks.Handlers{Reader: env.Client, Credentials: &credentials.Source{Client: env.Client, APIReader: env.Client, Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}}
+		h := &hooks.Handlers{Reader: env.Client, APIReader: env.Client, Client: env.Client,
+			Credentials: &credentials.Source{Client: env.Client, APIReader: env.Client, Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}}
 		req := &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: clusterv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}}
-		g.Eventually(func(g Gomega) {
-			resp := &runtimehooksv1.BeforeClusterDeleteResponse{}
-			h.BeforeClusterDelete(ctx, req, resp)
-			g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
-			g.Expect(resp.RetryAfterSeconds).To(BeZero(), resp.Message)
-		}, 2*time.Minute, 2*time.Second).Should(Succeed())
+		resp := &runtimehooksv1.BeforeClusterDeleteResponse{}
+		h.BeforeClusterDelete(ctx, req, resp)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+		g.Expect(resp.Message).To(ContainSubstring("not being deleted"))
 		lbs := testbed.Session(t, testbed.ClusterProject, openstack.Options{})
-		g.Expect(lbs.Gone(ctx, lb.ID)).To(BeTrue())
+		g.Expect(lbs.Gone(ctx, lb.ID)).To(BeFalse(), "a forged call deleted nothing")
+
+		// The cluster owner deletes the Service (the CCM would delete its
+		// load balancer), and the other cluster goes away with its own: its
+		// VIP port would keep the project's share (Neutron's 409).
+		g.Eventually(func() error { return lbs.DeleteCascade(ctx, lb.ID) }, time.Minute, time.Second).Should(Succeed())
+		g.Eventually(func() error { return lbs.DeleteCascade(ctx, otherLB.ID) }, time.Minute, time.Second).Should(Succeed())
+		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		g.Expect(openstack.WaitGone(waitCtx, lbs, []string{lb.ID, otherLB.ID}, time.Second)).To(Succeed())
 	})
 
 	t.Run("detach: md-a rolls once more and the share is removed from Neutron, also across a crash", func(t *testing.T) {

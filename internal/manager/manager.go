@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -67,7 +68,7 @@ const DefaultNamespace = "capo-sharednet-system"
 func NewScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme,
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, infrav1alpha1.AddToScheme, sharednetv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)
@@ -120,7 +121,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	sessions := &openstack.Sessions{Options: opts.OpenStack}
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	checker := &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds}
-	h := &hooks.Handlers{Reader: mgr.GetClient(), Preflight: checker, Credentials: creds}
+	h := &hooks.Handlers{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Preflight: checker, Credentials: creds,
+		Recorder: mgr.GetEventRecorderFor("capo-sharednet")}
 	if err := h.Register(srv); err != nil {
 		return nil, fmt.Errorf("registering hooks: %w", err)
 	}

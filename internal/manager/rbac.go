@@ -6,9 +6,13 @@ package manager
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status;sharednetworkattachments/status,verbs=update
+// BeforeClusterDelete records what a deletion left behind on the attachments.
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusters;openstackclustertemplates;openstackmachinetemplates;openstackmachines,verbs=get;list;watch
+// CAPO's ClusterIdentity (identityRef type ClusterIdentity), resolved by CAPO's own code.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusteridentities,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=capo-sharednet-system,resources=secrets,verbs=get;list;watch
 // The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.

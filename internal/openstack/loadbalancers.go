@@ -2,10 +2,9 @@ package openstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -22,12 +21,12 @@ type LoadBalancers interface {
 	Gone(ctx context.Context, id string) (bool, error)
 }
 
-// LoadBalancer is one Octavia load balancer.
+// LoadBalancer is one Octavia load balancer. Whose it is comes from its name
+// and tags (internal/ccm), never from the project alone: several clusters
+// may share a project.
 type LoadBalancer struct {
 	ID, Name, VIP, Status string
-	// Service is "namespace/name" of the Service (or Gateway) the cloud
-	// controller manager made it for, when its name or description says so.
-	Service string
+	Tags                  []string
 }
 
 // OnSubnet implements LoadBalancers.
@@ -52,13 +51,14 @@ func (s *Session) OnSubnet(ctx context.Context, subnetID string) ([]LoadBalancer
 		if lb.VipSubnetID != subnetID {
 			continue
 		}
-		out = append(out, LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VipAddress, Status: lb.ProvisioningStatus, Service: ServiceOf(lb.Name, lb.Description)})
+		out = append(out, LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VipAddress, Status: lb.ProvisioningStatus, Tags: lb.Tags})
 	}
 	return out, nil
 }
 
 // DeleteCascade implements LoadBalancers. Already gone is success; an LB busy
-// with another change (409 while PENDING_*) is retried later by the caller.
+// with another change (409 while PENDING_*, e.g. already being deleted) is a
+// *BusyError: "retry later", never a failure.
 func (s *Session) DeleteCascade(ctx context.Context, id string) error {
 	if s.lb == nil {
 		return fmt.Errorf("project %s: deleting load balancer %s: %w", s.projectID, id, errNoLoadBalancer)
@@ -66,8 +66,11 @@ func (s *Session) DeleteCascade(ctx context.Context, id string) error {
 	err := s.retry.do(ctx, func(ctx context.Context) error {
 		return loadbalancers.Delete(ctx, s.lb, id, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
 	})
-	if err == nil || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+	switch {
+	case err == nil, gophercloud.ResponseCodeIs(err, http.StatusNotFound):
 		return nil
+	case gophercloud.ResponseCodeIs(err, http.StatusConflict):
+		return &BusyError{ID: id}
 	}
 	return s.wrap(err, "deleting load balancer %s (cascade)", id)
 }
@@ -112,22 +115,16 @@ func WaitGone(ctx context.Context, lbs LoadBalancers, ids []string, every time.D
 	return nil
 }
 
-var (
-	// cloud-provider-openstack names LBs kube_service_<cluster>_<namespace>_<name>
-	// and describes them "Kubernetes external service <namespace>/<name> from cluster <cluster>".
-	ccmDescription = regexp.MustCompile(`Kubernetes external service (\S+/\S+) from cluster`)
-	ccmName        = regexp.MustCompile(`^kube_service_.+_([a-z0-9]([-a-z0-9]*[a-z0-9])?)_([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`)
-)
+// BusyError is Octavia refusing a change because the load balancer is in a
+// PENDING_* state (409): ask again later.
+type BusyError struct{ ID string }
 
-// ServiceOf is the Service the CCM encoded in an LB's description or name, or "".
-func ServiceOf(name, description string) string {
-	if m := ccmDescription.FindStringSubmatch(description); m != nil {
-		return m[1]
-	}
-	// The name is ambiguous when the cluster name has underscores; the
-	// description, when present, wins.
-	if m := ccmName.FindStringSubmatch(name); m != nil && !strings.Contains(m[1], "_") {
-		return m[1] + "/" + m[3]
-	}
-	return ""
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("load balancer %s is busy with another change (PENDING_*): retry later", e.ID)
+}
+
+// IsBusy says whether err is a *BusyError.
+func IsBusy(err error) bool {
+	var busy *BusyError
+	return errors.As(err, &busy)
 }

@@ -5,9 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -33,8 +37,18 @@ const DefaultTimeout = 30 * time.Second
 type Credential struct {
 	Cloud  clientconfig.Cloud
 	CACert []byte
+	// Region overrides the cloud's region_name (CAPO's identityRef.region).
+	Region string
 	// Name says where it came from (namespace/secret:cloud), for errors.
 	Name string
+}
+
+// region is the region the credential is used in, as CAPO chooses it.
+func (c Credential) region() string {
+	if c.Region != "" {
+		return c.Region
+	}
+	return c.Cloud.RegionName
 }
 
 // CredentialFromSecret reads the clouds.yaml Secret the way CAPO does
@@ -78,6 +92,7 @@ type Options struct {
 type Session struct {
 	provider  *gophercloud.ProviderClient
 	projectID string
+	region    string
 	name      string
 	network   *gophercloud.ServiceClient
 	lb        *gophercloud.ServiceClient
@@ -92,7 +107,7 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if cred.Cloud.AuthInfo != nil {
 		clientOpts.AuthInfo = cred.Cloud.AuthInfo
 		clientOpts.AuthType = cred.Cloud.AuthType
-		clientOpts.RegionName = cred.Cloud.RegionName
+		clientOpts.RegionName = cred.region()
 		clientOpts.EndpointType = cred.Cloud.EndpointType
 	}
 	authOpts, err := clientconfig.AuthOptions(clientOpts)
@@ -145,7 +160,7 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: no network (Neutron) endpoint: %w", cred.Name, err)
 	}
-	s := &Session{provider: provider, projectID: project.ID, name: cred.Name, network: network, retry: defaultRetry}
+	s := &Session{provider: provider, projectID: project.ID, region: clientOpts.RegionName, name: cred.Name, network: network, retry: defaultRetry}
 	// Octavia is optional for facts and shares; its absence is reported where it is needed.
 	if lb, err := gcopenstack.NewLoadBalancerV2(provider, eo); err == nil {
 		s.lb = lb
@@ -153,8 +168,101 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	return s, nil
 }
 
-// ProjectID is the project the credential is scoped to. For a cluster's
-// credential (CAPO's identityRef) it is the cluster's project.
+// ProjectID is the project the credential is scoped to, as its Keystone
+// answered. For a cluster's credential (CAPO's identityRef) it is the
+// cluster's project; see ProjectOfToken before trusting it for a grant.
 func (s *Session) ProjectID() string { return s.projectID }
 
+// Keystone is where the session authenticated: the identity base URL
+// (scheme, host, port and path up to the API version), lower-cased host.
+func (s *Session) Keystone() string {
+	u, err := url.Parse(s.provider.IdentityBase)
+	if err != nil {
+		return s.provider.IdentityBase
+	}
+	u.Host = strings.ToLower(u.Host)
+	u.Scheme = strings.ToLower(u.Scheme)
+	return strings.TrimSuffix(u.String(), "/") + "/"
+}
+
+// Region is the region the session's endpoints come from.
+func (s *Session) Region() string { return s.region }
+
+// Token is the session's current token (never logged).
+func (s *Session) Token() string { return s.provider.Token() }
+
+// ProjectOfToken asks this session's Keystone, over this session's own
+// connection (its CA, its timeout), which project token is scoped to. The
+// token authenticates its own validation (Keystone's token_subject rule), so
+// no extra privilege is needed. A Keystone chosen by someone else cannot
+// answer here: the URL and TLS settings are this session's.
+func (s *Session) ProjectOfToken(ctx context.Context, token string) (string, error) {
+	endpoint := strings.TrimSuffix(s.provider.IdentityEndpoint, "/")
+	if !strings.HasSuffix(endpoint, "/v3") {
+		endpoint = strings.TrimSuffix(s.provider.IdentityBase, "/") + "/v3"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/auth/tokens", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("X-Auth-Token", token)
+	req.Header.Set("X-Subject-Token", token)
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.provider.HTTPClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("validating a token at Keystone: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("validating a token at Keystone: answered %d", resp.StatusCode)
+	}
+	var body struct {
+		Token struct {
+			Project *struct {
+				ID string `json:"id"`
+			} `json:"project"`
+		} `json:"token"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
+		return "", fmt.Errorf("validating a token at Keystone: %w", err)
+	}
+	if body.Token.Project == nil || body.Token.Project.ID == "" {
+		return "", errors.New("validating a token at Keystone: the token is not scoped to a project")
+	}
+	return body.Token.Project.ID, nil
+}
+
 var errNoLoadBalancer = errors.New("no load-balancer (Octavia) endpoint in the catalog")
+
+// ClusterCloud is what the extension does in a cluster's project, with the
+// cluster's own credential.
+type ClusterCloud interface {
+	Identity
+	NetworkFacts
+	PortQuota
+	LoadBalancers
+}
+
+// VMCloud is what the extension does in the VM project, with a
+// SharedNetwork's credential.
+type VMCloud interface {
+	Identity
+	// ProjectOfToken asks this cloud's Keystone which project a token is for.
+	ProjectOfToken(ctx context.Context, token string) (string, error)
+	NetworkFacts
+	Sharer
+	SecurityGroups
+}
+
+// Identity is who a session is and where it authenticated.
+type Identity interface {
+	ProjectID() string
+	Keystone() string
+	Region() string
+	Token() string
+}
+
+var (
+	_ ClusterCloud = &Session{}
+	_ VMCloud      = &Session{}
+)

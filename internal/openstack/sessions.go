@@ -6,35 +6,56 @@ import (
 )
 
 // Sessions keeps one authenticated Session per credential, so a resync does
-// not pay for a new token each time; a new version of the credential (e.g.
-// the Secret's resourceVersion) replaces it.
+// not pay for a new token each time. The id must name everything that
+// identifies the credential (Secret UID, cloud name, region) and version its
+// content (the Secret's resourceVersion): a new version replaces the session.
+//
+// No lock is held across an authentication shared by two keys: each key has
+// its own, so a slow or hostile Keystone delays only the callers of that
+// credential (they wait for one authentication, not one each), and every
+// wait ends with its caller's context.
 type Sessions struct {
 	Options Options
 	mu      sync.Mutex
-	byID    map[string]versioned
+	byKey   map[string]*entry
 }
 
-type versioned struct {
+type entry struct {
 	version string
+	// ready holds one token: whoever takes it authenticates; the others wait
+	// for it to come back, or for their context.
+	ready   chan struct{}
 	session *Session
 }
 
 // Get returns the Session of credential id at version, authenticating with
-// cred when there is none yet or the version changed.
+// cred when there is none yet.
 func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential) (*Session, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.byID[id]; ok && v.version == version {
-		return v.session, nil
+	if c.byKey == nil {
+		c.byKey = map[string]*entry{}
+	}
+	e, ok := c.byKey[id]
+	if !ok || e.version != version {
+		e = &entry{version: version, ready: make(chan struct{}, 1)}
+		e.ready <- struct{}{}
+		c.byKey[id] = e
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { e.ready <- struct{}{} }()
+	if e.session != nil {
+		return e.session, nil
 	}
 	s, err := NewSession(ctx, cred, c.Options)
 	if err != nil {
-		delete(c.byID, id)
 		return nil, err
 	}
-	if c.byID == nil {
-		c.byID = map[string]versioned{}
-	}
-	c.byID[id] = versioned{version: version, session: s}
+	e.session = s
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -72,13 +73,9 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	nsLabels, err := c.namespaceLabels(ctx, cluster.Namespace)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	if v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, cluster.Namespace, nsLabels, sn.Spec.Subnets, value.Subnet); v != nil {
+	if err := Granted(ctx, c.Reader, sn, cluster.Namespace, value.Subnet); err != nil {
 		// Nothing else of an ungranted network is the cluster owner's business.
-		return errors.Join(append(errs, v)...)
+		return errors.Join(append(errs, err)...)
 	}
 	if len(sn.Status.Subnets) == 0 {
 		return errors.Join(append(errs, fmt.Errorf("facts of SharedNetwork %s are not known yet (its controller has not read them from Neutron: see `kubectl get sharednetwork %s`); nothing was changed, retry when it is Ready", sn.Name, sn.Name))...)
@@ -124,7 +121,7 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 type liveFacts struct {
 	networkMTU    int  // 0 while the cluster network does not exist
 	portQuotaFree *int // nil when unlimited
-	session       *openstack.Session
+	session       openstack.ClusterCloud
 }
 
 // live asks the cluster's project, with a short timeout. A cluster whose
@@ -182,7 +179,9 @@ func (c *Checker) capacity(ctx context.Context, cluster *clusterv1.Cluster, topo
 }
 
 // Detach runs the detach rule for nodegroup topology of cluster: refused
-// while load balancers have their VIP on the shared subnet.
+// while load balancers of this cluster (made by its CCM, internal/ccm) have
+// their VIP on the shared subnet. Other clusters' load balancers on the same
+// subnet never block it.
 func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topology string) error {
 	attachment := &sharednetv1.SharedNetworkAttachment{}
 	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}
@@ -207,7 +206,7 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 			return &NodegroupError{Topology: topology, Err: fmt.Errorf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %w", attachment.Spec.Subnet, err)}
 		}
 		lbs = lbs[:0]
-		for _, lb := range found {
+		for _, lb := range ClusterLoadBalancers(cluster, found) {
 			lbs = append(lbs, rules.LoadBalancer{Name: lb.Name, ID: lb.ID, VIP: lb.VIP, Service: lb.Service})
 		}
 	}
@@ -215,4 +214,30 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		return &NodegroupError{Topology: topology, Err: v}
 	}
 	return nil
+}
+
+// ClusterLoadBalancers are the load balancers of found that the cluster's
+// CCM made (alone or with another cluster's Service), with the Service each
+// was made for. Other clusters' and unattributed ones are left out.
+func ClusterLoadBalancers(cluster *clusterv1.Cluster, found []openstack.LoadBalancer) []sharednetv1.LoadBalancer {
+	name := ccm.ClusterName(cluster.Namespace, cluster.Name)
+	var out []sharednetv1.LoadBalancer
+	for _, lb := range found {
+		if owner := ccm.OwnerOf(name, lb.Name, lb.Tags); owner == ccm.ThisCluster || owner == ccm.Shared {
+			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: ccm.ServiceOf(name, lb.Name)})
+		}
+	}
+	return out
+}
+
+// UnattributedLoadBalancers are the load balancers of found that no CCM
+// name or tag attributes to any cluster: reported, never deleted.
+func UnattributedLoadBalancers(found []openstack.LoadBalancer) []sharednetv1.LoadBalancer {
+	var out []sharednetv1.LoadBalancer
+	for _, lb := range found {
+		if ccm.OwnerOf("", lb.Name, lb.Tags) == ccm.Unattributed {
+			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP})
+		}
+	}
+	return out
 }

@@ -30,7 +30,7 @@ type Checker struct {
 	Reader client.Reader
 	// Cloud opens sessions for the rules that need a live answer (the
 	// cluster network's MTU, the port quota, load balancers on the subnet).
-	Cloud *credentials.Source
+	Cloud credentials.Clouds
 	// CloudTimeout bounds those live lookups; 5s when zero.
 	CloudTimeout time.Duration
 }
@@ -46,14 +46,6 @@ func (c *Checker) sharedNetwork(ctx context.Context, name string) (*sharednetv1.
 		return nil, fmt.Errorf("reading SharedNetwork %s: %w", name, err)
 	}
 	return sn, nil
-}
-
-func (c *Checker) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
-	ns := &corev1.Namespace{}
-	if err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
-	}
-	return ns.Labels, nil
 }
 
 // clusterRanges are the address ranges of the cluster a shared subnet must not
@@ -199,4 +191,19 @@ func (c *Checker) consumer(ctx context.Context, cluster *clusterv1.Cluster, topo
 		return consumer, fmt.Errorf("reading SharedNetworkAttachment %s: %w", key, err)
 	}
 	return consumer, nil
+}
+
+// Granted says whether SharedNetwork sn grants subnet to the clusters of
+// namespace, read now: the namespace selector and the subnet allow-list.
+// Admission, the attachment controller (before it shares) and
+// GeneratePatches (before it emits a new port) all ask it.
+func Granted(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, namespace, subnet string) error {
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return fmt.Errorf("reading namespace %s: %w", namespace, err)
+	}
+	if v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, namespace, ns.Labels, sn.Spec.Subnets, subnet); v != nil {
+		return v
+	}
+	return nil
 }
