@@ -1,0 +1,98 @@
+// Package fakekeystone is a FAKE Keystone on 127.0.0.1 for tests: it issues
+// a token for any password, scoped to the project it is told to claim, with
+// a catalog whose network endpoint is itself (it answers version discovery
+// only). It stands for a Keystone
+// a tenant runs themselves (or a proxy that rewrites the project), and for
+// one that hangs.
+package fakekeystone
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Keystone is a running fake.
+type Keystone struct {
+	*httptest.Server
+	// Requests counts token requests.
+	Requests atomic.Int32
+}
+
+// Options say how it answers.
+type Options struct {
+	// Project is the project ID every token claims.
+	Project string
+	// Hang, when set, holds every request until it is closed.
+	Hang chan struct{}
+}
+
+// Start runs a fake Keystone until the test ends.
+func Start(tb testing.TB, opts Options) *Keystone {
+	tb.Helper()
+	k := &Keystone{}
+	k.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v3/auth/tokens" {
+			k.Requests.Add(1)
+		}
+		if opts.Hang != nil {
+			select {
+			case <-opts.Hang:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/network/" {
+			// gophercloud discovers the network API's version.
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"versions": []any{map[string]any{
+				"id": "v2.0", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": k.URL + "/network/v2.0/"}},
+			}}})
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/v3/auth/tokens" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("X-Subject-Token", "fake-token")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"token": map[string]any{
+			"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			"project":    map[string]any{"id": opts.Project, "name": "claimed", "domain": map[string]any{"id": "default", "name": "Default"}},
+			"user":       map[string]any{"id": "u", "name": "u", "domain": map[string]any{"id": "default", "name": "Default"}},
+			"catalog": []any{map[string]any{"type": "network", "name": "neutron", "endpoints": []any{
+				map[string]any{"interface": "public", "region": "RegionOne", "region_id": "RegionOne", "url": k.URL + "/network/"},
+			}}},
+		}})
+	}))
+	tb.Cleanup(func() {
+		if opts.Hang != nil {
+			select {
+			case <-opts.Hang:
+			default:
+				close(opts.Hang)
+			}
+		}
+		k.Close()
+	})
+	return k
+}
+
+// CloudsYAML is a clouds.yaml with one cloud, "tenant", authenticating here.
+func (k *Keystone) CloudsYAML() []byte {
+	return fmt.Appendf(nil, `clouds:
+  tenant:
+    auth:
+      auth_url: %s/v3
+      username: u
+      password: p
+      project_id: whatever
+      user_domain_name: Default
+    region_name: RegionOne
+`, k.URL)
+}
