@@ -1,0 +1,264 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// authorityStory is one Cluster (team-a/demo) whose md-a asks for
+// SharedNetwork "vm", the attachment controller over controller-runtime's
+// fake client, and an in-memory fake cloud.
+type authorityStory struct {
+	t        *testing.T
+	client   client.Client
+	cloud    *fakecloud.Cloud
+	clouds   *fakecloud.Clouds
+	recorder *record.FakeRecorder
+	r        *AttachmentReconciler
+	network  string
+	subnet   string
+}
+
+const grantLabel = "sharednet.example/vm"
+
+func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Project) *authorityStory {
+	t.Helper()
+	cloud := fakecloud.New()
+	network, subnet := cloud.AddNetwork("vm-project", 1450, "172.16.5.0/24")
+	if clusterProject == nil {
+		clusterProject = &fakecloud.Project{ID: "cluster-project"}
+	}
+	clusterProject.Cloud = cloud
+	s := &authorityStory{t: t, cloud: cloud, network: network, subnet: subnet, recorder: record.NewFakeRecorder(100),
+		clouds: &fakecloud.Clouds{
+			Clusters:       map[string]*fakecloud.Project{"team-a/demo": clusterProject},
+			SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},
+		}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	if granted {
+		ns.Labels = map[string]string{grantLabel: "yes"}
+	}
+	now := metav1.Now()
+	sn := &sharednetv1.SharedNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
+		Spec: sharednetv1.SharedNetworkSpec{Identity: sharednetv1.VMProjectIdentity{SecretName: "vm-creds", CloudName: "vm"}, NetworkID: network, Subnets: []string{subnet},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "yes"}}},
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: 200}}, LastRefreshTime: &now,
+			Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: now}}},
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", UID: "uid-demo"},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"},
+			Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}, {Class: "w", Name: "md-b"}}}},
+		},
+	}
+	variables.SetOverride(cluster, "md-a", []byte(`{"name":"vm"}`))
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).
+		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}, &sharednetv1.SharedNetwork{}).
+		// The API server gives every object a UID; the fake client does not.
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			obj.SetUID(types.UID("uid-" + obj.GetName()))
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	s.r = &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder}
+	return s
+}
+
+func (s *authorityStory) reconcile() {
+	s.t.Helper()
+	if _, err := s.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}}); err != nil {
+		s.t.Fatalf("reconcile: %v", err)
+	}
+}
+
+func (s *authorityStory) attachment(topology string) *sharednetv1.SharedNetworkAttachment {
+	s.t.Helper()
+	a := &sharednetv1.SharedNetworkAttachment{}
+	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", topology)}, a); err != nil {
+		s.t.Fatalf("attachment %s: %v", topology, err)
+	}
+	return a
+}
+
+func (s *authorityStory) cluster() *clusterv1.Cluster {
+	s.t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, c); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+func (s *authorityStory) update(obj client.Object, change func()) {
+	s.t.Helper()
+	change()
+	if err := s.client.Update(context.Background(), obj); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// events drains the recorded Events into one string.
+func (s *authorityStory) events() string {
+	var out []string
+	for {
+		select {
+		case e := <-s.recorder.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func condition(a *sharednetv1.SharedNetworkAttachment, kind string) metav1.Condition {
+	if c := meta.FindStatusCondition(a.Status.Conditions, kind); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func TestNoShareForANamespaceTheSharedNetworkDoesNotGrant(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, false, nil)
+	s.reconcile()
+	a := s.attachment("md-a")
+	g.Expect(a.Status.Share).To(BeNil())
+	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonNotGranted))
+	g.Expect(s.cloud.Shares()).To(BeEmpty(), "the controller checks the grant before it shares, not only admission")
+	g.Expect(s.cluster().Annotations).NotTo(HaveKey(sharedAnnotationPrefix+"md-a"), "no nudge: GeneratePatches emits nothing")
+}
+
+func TestNoShareForAClusterOfAnotherKeystone(t *testing.T) {
+	for name, project := range map[string]*fakecloud.Project{
+		"its clouds.yaml names the tenant's own Keystone": {ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"},
+		"a proxy rewrote the project in Keystone's answer": {ID: "victim-project", TokenProject: "cluster-project"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := newAuthorityStory(t, true, project)
+			s.reconcile()
+			a := s.attachment("md-a")
+			g.Expect(a.Status.Share).To(BeNil())
+			shared := condition(a, sharednetv1.SharedCondition)
+			g.Expect(shared.Reason).To(Equal(sharednetv1.ReasonForeignKeystone))
+			g.Expect(shared.Message).To(ContainSubstring("nothing was shared"))
+			g.Expect(s.cloud.Shares()).To(BeEmpty())
+			for _, internal := range []string{"vm-project", fakecloud.DefaultKeystone, "vm-creds"} {
+				g.Expect(shared.Message + s.events()).NotTo(ContainSubstring(internal), "tenant-visible text carries no VM-project internals")
+			}
+		})
+	}
+}
+
+func TestShareIsForTheVerifiedProjectAndRevocationRollsNothing(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.reconcile()
+	a := s.attachment("md-a")
+	g.Expect(a.Status.Share).NotTo(BeNil())
+	g.Expect(a.Status.Share.ProjectID).To(Equal("cluster-project"))
+	g.Expect(s.cloud.Shares()).To(Equal(map[string][2]string{a.Status.Share.RBACPolicyID: {s.network, "cluster-project"}}))
+	nudged := s.cluster().Annotations[sharedAnnotationPrefix+"md-a"]
+	g.Expect(nudged).To(Equal(a.Status.Share.RBACPolicyID))
+
+	// The administrator removes the namespace's label; the cluster owner
+	// then attaches md-b too.
+	ns := &corev1.Namespace{}
+	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Name: "team-a"}, ns)).To(Succeed())
+	s.update(ns, func() { ns.Labels = nil })
+	c := s.cluster()
+	s.update(c, func() { variables.SetOverride(c, "md-b", []byte(`{"name":"vm"}`)) })
+	s.reconcile()
+
+	a = s.attachment("md-a")
+	g.Expect(condition(a, sharednetv1.GrantedCondition).Reason).To(Equal(sharednetv1.ReasonGrantRevoked))
+	g.Expect(a.Status.Share).NotTo(BeNil(), "the attached nodegroup keeps its share: no surprise rollout")
+	g.Expect(s.cluster().Annotations[sharedAnnotationPrefix+"md-a"]).To(Equal(nudged), "no nudge, so no rollout")
+	b := s.attachment("md-b")
+	g.Expect(b.Status.Share).To(BeNil(), "no new attach under a revoked grant")
+	g.Expect(condition(b, sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonNotGranted))
+	g.Expect(s.cluster().Annotations).NotTo(HaveKey(sharedAnnotationPrefix + "md-b"))
+}
+
+func TestAShareDeletedBehindTheExtensionsBackIsMadeAgain(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.reconcile()
+	policy := s.attachment("md-a").Status.Share.RBACPolicyID
+	s.cloud.DeleteShare(policy)
+
+	// The SharedNetwork controller's next read of Neutron no longer finds it.
+	sn := &sharednetv1.SharedNetwork{}
+	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn)).To(Succeed())
+	later := metav1.NewTime(time.Now().Add(time.Minute))
+	sn.Status.LastRefreshTime, sn.Status.Shares = &later, nil
+	g.Expect(s.client.Status().Update(context.Background(), sn)).To(Succeed())
+	s.reconcile()
+
+	a := s.attachment("md-a")
+	g.Expect(a.Status.Share).NotTo(BeNil())
+	g.Expect(a.Status.Share.RBACPolicyID).NotTo(Equal(policy))
+	g.Expect(s.cloud.Shares()).To(Equal(map[string][2]string{a.Status.Share.RBACPolicyID: {s.network, "cluster-project"}}))
+}
+
+func TestDetachUnsharesWhatNeutronHoldsForTheVerifiedProject(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		break_ func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment)
+	}{
+		{name: "a lost status still unshares", break_: func(_ *authorityStory, a *sharednetv1.SharedNetworkAttachment) { a.Status.Share = nil }},
+		{name: "a status pointing at another project's share cannot make it delete that one", break_: func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment) {
+			victim, _ := (&fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}).Share(context.Background(), s.network, "victim-project")
+			a.Status.Share = &sharednetv1.Share{ProjectID: "victim-project", RBACPolicyID: victim}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := newAuthorityStory(t, true, nil)
+			s.reconcile()
+			a := s.attachment("md-a")
+			tt.break_(s, a)
+			g.Expect(s.client.Status().Update(context.Background(), a)).To(Succeed())
+			c := s.cluster()
+			s.update(c, func() { variables.SetOverride(c, "md-a", nil) })
+			s.reconcile()
+
+			for _, share := range s.cloud.Shares() {
+				g.Expect(share[1]).NotTo(Equal("cluster-project"), "the cluster's share is gone")
+			}
+			if strings.Contains(tt.name, "another project") {
+				g.Expect(s.cloud.Shares()).To(HaveLen(1), "the other project's share is untouched")
+			}
+		})
+	}
+}
