@@ -160,7 +160,7 @@ func TestNoShareForANamespaceTheSharedNetworkDoesNotGrant(t *testing.T) {
 
 func TestNoShareForAClusterOfAnotherKeystone(t *testing.T) {
 	for name, project := range map[string]*fakecloud.Project{
-		"its clouds.yaml names the tenant's own Keystone": {ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"},
+		"its clouds.yaml names the tenant's own Keystone":  {ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"},
 		"a proxy rewrote the project in Keystone's answer": {ID: "victim-project", TokenProject: "cluster-project"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestNoShareForAClusterOfAnotherKeystone(t *testing.T) {
 			g.Expect(shared.Message).To(ContainSubstring("nothing was shared"))
 			g.Expect(s.cloud.Shares()).To(BeEmpty())
 			for _, internal := range []string{"vm-project", fakecloud.DefaultKeystone, "vm-creds"} {
-				g.Expect(shared.Message + s.events()).NotTo(ContainSubstring(internal), "tenant-visible text carries no VM-project internals")
+				g.Expect(shared.Message+s.events()).NotTo(ContainSubstring(internal), "tenant-visible text carries no VM-project internals")
 			}
 		})
 	}
@@ -233,7 +233,7 @@ func TestAShareDeletedBehindTheExtensionsBackIsMadeAgain(t *testing.T) {
 
 func TestDetachUnsharesWhatNeutronHoldsForTheVerifiedProject(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
+		name   string
 		break_ func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment)
 	}{
 		{name: "a lost status still unshares", break_: func(_ *authorityStory, a *sharednetv1.SharedNetworkAttachment) { a.Status.Share = nil }},

@@ -189,5 +189,5 @@ func TestBeforeClusterDeleteOfAClusterWithoutAttachmentNeedsNoCloud(t *testing.T
 	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
 	g.Expect(resp.RetryAfterSeconds).To(BeZero())
 	g.Expect(strings.TrimSpace(resp.Message)).To(BeEmpty())
-	
+
 }
