@@ -13,6 +13,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -113,8 +114,43 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		if err := c.capacity(ctx, cluster, topology, sn, subnet, facts, live); err != nil {
 			errs = append(errs, err)
 		}
+		if live != nil {
+			if err := c.sameCloud(ctx, sn, live.session); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameCloud refuses a cluster whose credential the SharedNetwork's Keystone
+// does not vouch for (credentials.VerifiedProject): the network would be
+// shared with whatever project a Keystone of the tenant's choosing claims.
+// The attachment controller asks again before it shares, also for a cluster
+// that had no OpenStackCluster yet when it was admitted.
+func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.ClusterCloud) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
+	defer cancel()
+	vm, err := c.Cloud.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		// The details are the administrator's (SharedNetwork status and events).
+		return fmt.Errorf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
+	}
+	if _, err := credentials.VerifiedProject(ctx, cluster, vm); err != nil {
+		var foreign *credentials.ForeignKeystoneError
+		if errors.As(err, &foreign) {
+			return &rules.Violation{Rule: rules.RuleSameCloud, Field: "OpenStackCluster spec.identityRef", Message: err.Error()}
+		}
+		return fmt.Errorf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
+	}
+	return nil
+}
+
+func (c *Checker) cloudTimeout() time.Duration {
+	if c.CloudTimeout > 0 {
+		return c.CloudTimeout
+	}
+	return 5 * time.Second
 }
 
 // liveFacts are the answers only the cluster's project can give.
@@ -133,11 +169,7 @@ func (c *Checker) live(ctx context.Context, cluster *clusterv1.Cluster) (*liveFa
 	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
 		return nil, nil
 	}
-	timeout := c.CloudTimeout
-	if timeout == 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
 	defer cancel()
 	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
 	if err != nil {

@@ -11,6 +11,9 @@ const (
 	RuleCapacity  = "capacity"
 	RuleMTU       = "mtu"
 	RuleDetach    = "detach"
+	// RuleSameCloud: the cluster's credential must belong to the shared
+	// network's cloud (same Keystone and region, project vouched for by it).
+	RuleSameCloud = "same-cloud"
 )
 
 // Fields named in Violation.Field.
