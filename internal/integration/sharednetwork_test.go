@@ -136,3 +136,55 @@ func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
 		}, 2*resync+10*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 }
+
+// TestSharedNetworkFieldsThatWouldMoveNodegroupsAreImmutable: the API server
+// (CEL in the CRD) refuses changing the network, and the identity while
+// nodegroups use the SharedNetwork, with a message that says how to migrate.
+func TestSharedNetworkFieldsThatWouldMoveNodegroupsAreImmutable(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	sn := &sharednetv1.SharedNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "immutable"},
+		Spec: sharednetv1.SharedNetworkSpec{
+			Identity:  sharednetv1.VMProjectIdentity{SecretName: "vm-immutable", CloudName: testbed.VMProject},
+			NetworkID: "00000000-0000-4000-8000-000000000001", Subnets: []string{"00000000-0000-4000-8000-000000000002"},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+	t.Cleanup(func() {
+		got := &sharednetv1.SharedNetwork{}
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got) == nil {
+			got.Finalizers = nil
+			_ = env.Client.Update(ctx, got)
+			_ = env.Client.Delete(ctx, got)
+		}
+	})
+	change := func(edit func(*sharednetv1.SharedNetwork)) error {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		edit(got)
+		return env.Client.Update(ctx, got)
+	}
+
+	err := change(func(s *sharednetv1.SharedNetwork) { s.Spec.NetworkID = "00000000-0000-4000-8000-000000000009" })
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.networkID is immutable"), ContainSubstring("create a new SharedNetwork"))))
+	g.Eventually(func() error {
+		return change(func(s *sharednetv1.SharedNetwork) { s.Spec.Identity.CloudName = "other" })
+	}, 10*time.Second, 250*time.Millisecond).Should(Succeed(), "without consumers the identity may change")
+
+	// A nodegroup uses it: the SharedNetwork controller lists it in status.consumers.
+	ns := grantedNamespace(ctx, g)
+	a := &sharednetv1.SharedNetworkAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c-md-a"},
+		Spec:       sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "c", MachineDeploymentTopology: "md-a", SharedNetwork: sn.Name, Subnet: sn.Spec.Subnets[0]},
+	}
+	g.Expect(env.Client.Create(ctx, a)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, a) })
+	g.Eventually(func(g Gomega) {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		g.Expect(got.Status.Consumers).NotTo(BeEmpty())
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	err = change(func(s *sharednetv1.SharedNetwork) { s.Spec.Identity.SecretName = "another-vm-project" })
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.identity cannot change while nodegroups use this SharedNetwork"), ContainSubstring("update the Secret's clouds.yaml in place"))))
+}

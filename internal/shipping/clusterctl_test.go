@@ -31,6 +31,7 @@ import (
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
@@ -750,6 +751,23 @@ func cloudConfig(t *testing.T, ctx context.Context, c client.Client, warned *war
 		if !strings.Contains(conf, want+"\n") {
 			t.Errorf("cloud.conf lacks the line %q:\n%s", want, conf)
 		}
+	}
+	// The cloud controller manager the ClusterResourceSet runs names this
+	// Cluster's load balancers as the extension reads them back (internal/ccm).
+	ccmObjs, err := utilyaml.ToUnstructured([]byte(resource.StringData["cloud-controller-manager.yaml"]))
+	if err != nil {
+		t.Fatalf("cloud-controller-manager.yaml of Secret %s: %v", resource.Name, err)
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, ccmObjs, "DaemonSet").Object, ds); err != nil {
+		t.Fatal(err)
+	}
+	wantName := "--cluster-name=" + ccm.ClusterName(cluster.GetNamespace(), cluster.GetName())
+	if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, wantName) {
+		t.Errorf("the cloud controller manager runs with %q, want %s (how the extension attributes load balancers to this Cluster)", args, wantName)
+	}
+	for i := range ccmObjs {
+		apply(t, ctx, c, ccmObjs[i].DeepCopy(), client.DryRunAll) // valid objects for a workload cluster's API server
 	}
 	for i := range objs {
 		apply(t, ctx, c, objs[i].DeepCopy(), client.DryRunAll)
