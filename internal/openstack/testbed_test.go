@@ -267,3 +267,22 @@ func TestFaultsNeverDuplicateOrLoseAShare(t *testing.T) {
 	g.Expect(s.Unshare(ctx, policy)).To(Succeed(), "a lost answer to a delete is retried; 404 then means done")
 	g.Expect(sharesInNeutron()).To(BeEmpty())
 }
+
+// TestProjectOfTokenIsAskedOfTheAdministratorsKeystone: the VM project's
+// session asks its own Keystone which project the cluster's token is for;
+// a token Keystone does not know is refused.
+func TestProjectOfTokenIsAskedOfTheAdministratorsKeystone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	vm := testbed.Session(t, testbed.VMProject, openstack.Options{})
+	cluster := testbed.Session(t, testbed.ClusterProject, openstack.Options{})
+	g.Expect(cluster.Keystone()).To(Equal(vm.Keystone()))
+	g.Expect(cluster.ProjectID()).NotTo(Equal(vm.ProjectID()))
+
+	project, err := vm.ProjectOfToken(ctx, cluster.Token())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(project).To(Equal(cluster.ProjectID()))
+
+	_, err = vm.ProjectOfToken(ctx, "gAAAA-not-a-token")
+	g.Expect(err).To(MatchError(ContainSubstring("answered 40")))
+}
