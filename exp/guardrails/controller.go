@@ -26,6 +26,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
 const (
@@ -45,7 +46,7 @@ var gatewayList = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Ve
 type Reconciler struct {
 	Client       client.Client
 	ClusterCache clustercache.ClusterCache
-	Credentials  *credentials.Source
+	Credentials  credentials.Clouds
 	Recorder     record.EventRecorder
 }
 
@@ -111,10 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: pollWorkload}, nil // the cluster network is not there yet
 	}
 	clusterSubnet := osc.Status.Network.Subnets[0]
-	params := Params{ClusterSubnet: clusterSubnet.ID}
-	for _, a := range attached {
-		params.SharedSubnets = append(params.SharedSubnets, a.Spec.Subnet)
-	}
+	params := r.params(ctx, cluster, clusterSubnet.ID, attached)
 	policy, binding, cm := Objects(params)
 	for _, obj := range []client.Object{cm, policy, binding} {
 		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // SSA of typed objects
@@ -153,17 +151,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: pollWorkload}, errors.Join(errs...)
 }
 
+// params are the shared subnets and networks of the cluster's attachments
+// and the cluster project's ports on those networks (a Service may name one
+// as its VIP port). Ports made since the last poll are caught by the audit.
+func (r *Reconciler) params(ctx context.Context, cluster *clusterv1.Cluster, clusterSubnet string, attached []*sharednetv1.SharedNetworkAttachment) Params {
+	params := Params{ClusterSubnet: clusterSubnet}
+	var cloud openstack.ClusterCloud
+	if c, _, err := r.Credentials.ForCluster(ctx, cluster); err == nil {
+		cloud = c
+	}
+	for _, a := range attached {
+		params.SharedSubnets = append(params.SharedSubnets, a.Spec.Subnet)
+		sn := &sharednetv1.SharedNetwork{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+			continue
+		}
+		params.SharedNetworks = append(params.SharedNetworks, sn.Spec.NetworkID)
+		if cloud != nil {
+			if ids, err := cloud.PortIDsOnNetwork(ctx, sn.Spec.NetworkID); err == nil {
+				params.SharedPorts = append(params.SharedPorts, ids...)
+			}
+		}
+	}
+	return params
+}
+
 // audit lists the Services and Gateways that break the policy's rules
 // (created before it), and the Services and Gateways on shared subnets.
 func audit(ctx context.Context, wc client.Client, p Params) ([]sharednetv1.WorkloadObjectIssue, map[string]bool, error) {
-	shared := map[string]bool{}
-	for _, s := range p.SharedSubnets {
-		shared[s] = true
-	}
 	var issues []sharednetv1.WorkloadObjectIssue
 	onShared := map[string]bool{}
 	check := func(kind, namespace, name string, annotations map[string]string) {
-		if !shared[annotations[SubnetAnnotation]] {
+		if !p.OnShared(annotations) {
 			return
 		}
 		onShared[namespace+"/"+name] = true

@@ -7,6 +7,7 @@
 package guardrails
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,7 +23,13 @@ const (
 	InternalAnnotation     = "service.beta.kubernetes.io/openstack-internal-load-balancer"
 	SubnetAnnotation       = "loadbalancer.openstack.org/subnet-id"
 	MemberSubnetAnnotation = "loadbalancer.openstack.org/member-subnet-id"
+	// NetworkAnnotation and PortAnnotation also place the VIP (on a network's
+	// first subnet, or on a given port): on a shared network they need the
+	// same two annotations as SubnetAnnotation.
+	NetworkAnnotation = "loadbalancer.openstack.org/network-id"
+	PortAnnotation    = "loadbalancer.openstack.org/port-id"
 )
+
 
 // Names of the objects installed in the workload cluster.
 const (
@@ -35,25 +42,48 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedBy      = "capo-sharednet"
 
-	sharedSubnetsKey = "sharedSubnets"
-	clusterSubnetKey = "clusterSubnet"
+	sharedSubnetsKey  = "sharedSubnets"
+	sharedNetworksKey = "sharedNetworks"
+	sharedPortsKey    = "sharedPorts"
+	clusterSubnetKey  = "clusterSubnet"
 )
 
 // Params are what the policy checks against.
 type Params struct {
 	SharedSubnets []string
+	// SharedNetworks are the networks of the shared subnets.
+	SharedNetworks []string
+	// SharedPorts are the cluster project's ports on the shared networks
+	// (a Service may name one as its VIP port); refreshed by the controller.
+	SharedPorts   []string
 	ClusterSubnet string
+}
+
+// OnShared says whether annotations place a load balancer's VIP on a shared
+// subnet, network or port (the same test as the policy's).
+func (p Params) OnShared(annotations map[string]string) bool {
+	for key, shared := range map[string][]string{SubnetAnnotation: p.SharedSubnets, NetworkAnnotation: p.SharedNetworks, PortAnnotation: p.SharedPorts} {
+		if v, ok := annotations[key]; ok && slices.Contains(shared, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinSorted(items []string) string {
+	out := slices.Clone(items)
+	sort.Strings(out)
+	return strings.Join(slices.Compact(out), ",")
 }
 
 // Objects returns the policy, its binding and its parameters for a workload cluster.
 func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, *corev1.ConfigMap) {
 	labels := map[string]string{ManagedByLabel: ManagedBy}
-	shared := append([]string(nil), p.SharedSubnets...)
-	sort.Strings(shared)
 	params := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: ParamsName, Namespace: ParamsNamespace, Labels: labels},
-		Data:       map[string]string{sharedSubnetsKey: strings.Join(shared, ","), clusterSubnetKey: p.ClusterSubnet},
+		Data: map[string]string{sharedSubnetsKey: joinSorted(p.SharedSubnets), sharedNetworksKey: joinSorted(p.SharedNetworks),
+			sharedPortsKey: joinSorted(p.SharedPorts), clusterSubnetKey: p.ClusterSubnet},
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
@@ -74,10 +104,12 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "annotations", Expression: annotationsOf("object")},
 				{Name: "old", Expression: "oldObject == null ? {} : " + annotationsOf("oldObject")},
-				{Name: "shared", Expression: "params.data." + sharedSubnetsKey + ".split(',')"},
+				{Name: "shared", Expression: listParam(sharedSubnetsKey)},
+				{Name: "sharedNetworks", Expression: listParam(sharedNetworksKey)},
+				{Name: "sharedPorts", Expression: listParam(sharedPortsKey)},
 				{Name: "loadBalancer", Expression: "object.kind != 'Service' || (has(object.spec.type) && object.spec.type == 'LoadBalancer')"},
-				{Name: "onShared", Expression: "variables.loadBalancer && '" + SubnetAnnotation + "' in variables.annotations && variables.annotations['" + SubnetAnnotation + "'] in variables.shared"},
-				{Name: "wasOnShared", Expression: "'" + SubnetAnnotation + "' in variables.old && variables.old['" + SubnetAnnotation + "'] in variables.shared"},
+				{Name: "onShared", Expression: "variables.loadBalancer && " + placedOnShared("variables.annotations")},
+				{Name: "wasOnShared", Expression: placedOnShared("variables.old")},
 			},
 			Validations: []admissionregistrationv1.Validation{
 				{
@@ -94,8 +126,9 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 				},
 				{
 					Expression: "request.operation != 'UPDATE' || !(variables.onShared || variables.wasOnShared) || " +
-						unchanged(InternalAnnotation) + " && " + unchanged(SubnetAnnotation) + " && " + unchanged(MemberSubnetAnnotation),
-					Message: "the annotations " + InternalAnnotation + ", " + SubnetAnnotation + " and " + MemberSubnetAnnotation +
+						unchanged(InternalAnnotation) + " && " + unchanged(SubnetAnnotation) + " && " + unchanged(MemberSubnetAnnotation) +
+						" && " + unchanged(NetworkAnnotation) + " && " + unchanged(PortAnnotation),
+					Message: "the annotations " + InternalAnnotation + ", " + SubnetAnnotation + " (or " + NetworkAnnotation + ", " + PortAnnotation + ") and " + MemberSubnetAnnotation +
 						" are read only when the load balancer is created: to change them, delete this object and create it again",
 					Reason: ptr.To(metav1.StatusReasonInvalid),
 				},
@@ -123,6 +156,19 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 func annotationsOf(obj string) string {
 	return obj + ".kind == 'Service' ? (has(" + obj + ".metadata.annotations) ? " + obj + ".metadata.annotations : {}) : " +
 		"((has(" + obj + ".spec.infrastructure) && has(" + obj + ".spec.infrastructure.annotations)) ? " + obj + ".spec.infrastructure.annotations : {})"
+}
+
+// listParam is a comma-separated parameter as a list (empty when unset).
+func listParam(key string) string {
+	return "has(params.data." + key + ") && params.data." + key + " != '' ? params.data." + key + ".split(',') : []"
+}
+
+// placedOnShared: the annotations place the VIP on a shared subnet, network or port.
+func placedOnShared(annotations string) string {
+	in := func(key, list string) string {
+		return "('" + key + "' in " + annotations + " && " + annotations + "['" + key + "'] in variables." + list + ")"
+	}
+	return "(" + in(SubnetAnnotation, "shared") + " || " + in(NetworkAnnotation, "sharedNetworks") + " || " + in(PortAnnotation, "sharedPorts") + ")"
 }
 
 func unchanged(key string) string {

@@ -15,15 +15,21 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 )
 
-// clusterSubnet is the cluster's own subnet in the policy tests.
-const clusterSubnet = "c0c0c0c0-0000-4000-8000-000000000001"
+// clusterSubnet is the cluster's own subnet in the policy tests; the shared
+// network of vmSubnet and a port of the cluster's project on it.
+const (
+	clusterSubnet   = "c0c0c0c0-0000-4000-8000-000000000001"
+	sharedNetworkID = "c0c0c0c0-0000-4000-8000-0000000000aa"
+	sharedPortID    = "c0c0c0c0-0000-4000-8000-0000000000bb"
+)
 
 // installPolicy installs the policy, its binding and its parameters (shared
 // subnets vmSubnet and twoSubnetsA, cluster subnet clusterSubnet) for the
 // test, as the controller does in a workload cluster.
 func installPolicy(ctx context.Context, t *testing.T, g Gomega) {
 	t.Helper()
-	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{vmSubnet, twoSubnetsA}, ClusterSubnet: clusterSubnet})
+	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{vmSubnet, twoSubnetsA}, SharedNetworks: []string{sharedNetworkID},
+		SharedPorts: []string{sharedPortID}, ClusterSubnet: clusterSubnet})
 	for _, obj := range []client.Object{params, policy, binding} {
 		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
 	}
@@ -117,9 +123,28 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring("read only when the load balancer is created"))
 	})
+	t.Run("a load balancer placed on the shared network or on a port of it needs the same annotations", func(t *testing.T) {
+		for _, placed := range []map[string]string{{guardrails.NetworkAnnotation: sharedNetworkID}, {guardrails.PortAnnotation: sharedPortID}} {
+			g := NewWithT(t)
+			public := map[string]string{}
+			for k, v := range placed {
+				public[k] = v
+			}
+			err := env.Client.Create(ctx, service("placed-public", public))
+			g.Expect(err).To(MatchError(ContainSubstring("reachable from the internet")), "placed with %v", placed)
+			internal := with(public, guardrails.InternalAnnotation, "true")
+			err = env.Client.Create(ctx, service("placed-no-members", internal))
+			g.Expect(err).To(MatchError(ContainSubstring("every request fails")), "placed with %v", placed)
+			svc := service("placed-right", with(internal, guardrails.MemberSubnetAnnotation, clusterSubnet))
+			g.Expect(env.Client.Create(ctx, svc)).To(Succeed(), "placed with %v", placed)
+			g.Expect(env.Client.Delete(ctx, svc)).To(Succeed())
+		}
+	})
 	t.Run("Services not on a shared subnet are not touched", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(env.Client.Create(ctx, service("elsewhere", map[string]string{guardrails.SubnetAnnotation: "c0c0c0c0-0000-4000-8000-000000000009"}))).To(Succeed())
+		g.Expect(env.Client.Create(ctx, service("other-network", map[string]string{guardrails.NetworkAnnotation: "c0c0c0c0-0000-4000-8000-000000000008"}))).To(Succeed())
+		g.Expect(env.Client.Create(ctx, service("other-port", map[string]string{guardrails.PortAnnotation: "c0c0c0c0-0000-4000-8000-000000000007"}))).To(Succeed())
 		clusterIP := service("cluster-ip", without(guardrails.InternalAnnotation))
 		clusterIP.Spec.Type = corev1.ServiceTypeClusterIP
 		g.Expect(env.Client.Create(ctx, clusterIP)).To(Succeed())

@@ -25,6 +25,34 @@ type NetworkFacts interface {
 	AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error)
 }
 
+// ProjectPorts lists the session project's own ports on a network. Used
+// with the cluster's credential: a Service may name one of them as its load
+// balancer's VIP port.
+type ProjectPorts interface {
+	PortIDsOnNetwork(ctx context.Context, networkID string) ([]string, error)
+}
+
+// PortIDsOnNetwork implements ProjectPorts.
+func (s *Session) PortIDsOnNetwork(ctx context.Context, networkID string) ([]string, error) {
+	var all []ports.Port
+	err := s.retry.do(ctx, func(ctx context.Context) error {
+		pages, err := ports.List(s.network, ports.ListOpts{NetworkID: networkID, ProjectID: s.projectID}).AllPages(ctx)
+		if err != nil {
+			return err
+		}
+		all, err = ports.ExtractPorts(pages)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(err, "listing the project's ports on network %s", networkID)
+	}
+	ids := make([]string, 0, len(all))
+	for _, p := range all {
+		ids = append(ids, p.ID)
+	}
+	return ids, nil
+}
+
 // Network is a Neutron network's facts.
 type Network struct {
 	ID        string

@@ -241,6 +241,7 @@ type ClusterCloud interface {
 	NetworkFacts
 	PortQuota
 	LoadBalancers
+	ProjectPorts
 }
 
 // VMCloud is what the extension does in the VM project, with a

@@ -400,6 +400,22 @@ func (p *Project) Unshare(_ context.Context, policyID string) error {
 	return nil
 }
 
+// PortIDsOnNetwork implements openstack.ProjectPorts.
+func (p *Project) PortIDsOnNetwork(_ context.Context, networkID string) ([]string, error) {
+	if err := p.Cloud.call("PortIDsOnNetwork"); err != nil {
+		return nil, err
+	}
+	p.Cloud.mu.Lock()
+	defer p.Cloud.mu.Unlock()
+	var ids []string
+	for i, n := range p.Cloud.ports[p.ID] {
+		if n == networkID {
+			ids = append(ids, fmt.Sprintf("port-%s-%d", p.ID, i))
+		}
+	}
+	return ids, nil
+}
+
 // IngressFrom implements openstack.SecurityGroups: no rules.
 func (p *Project) IngressFrom(context.Context, netip.Prefix) ([]openstack.IngressRule, error) {
 	return nil, p.Cloud.call("IngressFrom")
