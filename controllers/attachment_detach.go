@@ -97,7 +97,8 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 // the one the VM project's Keystone vouches for while the cluster can be
 // asked — so a status written by someone else cannot point the VM credential
 // at another project's share, and a lost status still unshares — else the
-// recorded one (a cluster being deleted may have lost its credential). The
+// recorded one (only for a cluster being deleted or gone: its credential may
+// be gone with it). The
 // policy ID deleted is Neutron's answer, never the status's.
 func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) error {
 	project := ""
@@ -111,11 +112,15 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 		}
 		return r.vmProjectFailed(ctx, sn, "opening the VM project to unshare", err)
 	}
-	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
-		if clusterCloud, _, err := r.Credentials.ForCluster(ctx, cluster); err == nil {
-			if verified, err := credentials.VerifiedProject(ctx, clusterCloud, vm); err == nil {
-				project = verified
-			}
+	if cluster != nil {
+		verified, err := r.verifiedProject(ctx, cluster, vm)
+		switch {
+		case err == nil:
+			project = verified
+		case cluster.DeletionTimestamp.IsZero():
+			// A live cluster can fix its credential: never fall back to a
+			// status someone else may have written.
+			return fmt.Errorf("the cluster's project cannot be verified, so its share is not released yet (retrying): %w", err)
 		}
 	}
 	if project == "" || r.shareUsedElsewhere(ctx, a, sn, project) {
@@ -135,6 +140,14 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 		return r.vmProjectFailed(ctx, sn, "unsharing the network", err)
 	}
 	return nil
+}
+
+func (r *AttachmentReconciler) verifiedProject(ctx context.Context, cluster *clusterv1.Cluster, vm openstack.VMCloud) (string, error) {
+	clusterCloud, _, err := r.Credentials.ForCluster(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	return credentials.VerifiedProject(ctx, clusterCloud, vm)
 }
 
 // shareUsedElsewhere says whether another live attachment holds the share
