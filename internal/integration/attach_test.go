@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
@@ -270,6 +273,16 @@ func grantedNamespace(ctx context.Context, g Gomega) string {
 // createSharedNetworks creates the administrator's SharedNetworks with the
 // status their controller would read from Neutron.
 func createSharedNetworks(ctx context.Context, g Gomega, ns string) {
+	// Their VM project is the test bed's (when it runs): admission asks its
+	// Keystone to vouch for the cluster's project. The network is made up,
+	// so the SharedNetwork controller keeps the facts written below.
+	if path := os.Getenv(testbed.CloudsEnv); path != "" {
+		clouds, err := os.ReadFile(filepath.Clean(path))
+		g.Expect(err).NotTo(HaveOccurred())
+		err = env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project"},
+			Data: map[string][]byte{openstack.CloudsSecretKey: clouds}})
+		g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
+	}
 	granted := &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}}
 	subnet := func(id, cidr string) sharednetv1.SubnetStatus {
 		return sharednetv1.SubnetStatus{ID: id, CIDR: cidr, IPVersion: 4, FreeAddresses: 200}
