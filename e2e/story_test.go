@@ -338,7 +338,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
 	}, SpecTimeout(8*time.Minute))
 
-	It("deleting the cluster with a load balancer still on a shared subnet: BeforeClusterDelete removes it and the share, and nothing of the cluster is left in Neutron, Nova or Octavia", func(ctx SpecContext) {
+	It("deleting the cluster with a load balancer still on a shared subnet: BeforeClusterDelete removes it (and not the load balancer of a Cluster of the same name in another namespace of the project) and the share, and nothing of the cluster is left in Neutron, Nova or Octavia", func(ctx SpecContext) {
 		second, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net-2", CIDR: "172.28.2.0/24"})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, second.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
@@ -360,6 +360,10 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 
 		lb2 := createInternalLB(ctx, key, client.ObjectKey{Namespace: "default", Name: "gateway"}, second.SubnetID)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, lb2.ID) }) // only if the hook did not
+		// A Cluster with the same name in another namespace of the same
+		// project, with a load balancer on the same subnet: never this one's.
+		twin := createInternalLB(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, client.ObjectKey{Namespace: "default", Name: "gateway"}, second.SubnetID)
+		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, twin.ID) })
 
 		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")
 		c := &clusterv1.Cluster{}
@@ -371,6 +375,9 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		done()
 
 		Expect(lbGone(ctx, lb2.ID)).To(BeTrue(), "BeforeClusterDelete removed the load balancer")
+		Expect(lbsOnSubnet(ctx, second.SubnetID)).To(ConsistOf(twin.Name+" "+twin.VipAddress), "the twin cluster's load balancer is left alone")
+		// The twin cluster goes too: its VIP port, in the same project, kept the share.
+		deleteLB(ctx, twin.ID)
 		Expect(lbsOnSubnet(ctx, second.SubnetID)).To(BeEmpty())
 		Eventually(func() []string { return shares(ctx, second.NetworkID) }, time.Minute, time.Second).Should(BeEmpty(), "the share is removed")
 		Expect(clusterPortsOn(ctx, second.NetworkID)).To(BeEmpty())
