@@ -256,7 +256,15 @@ func ClusterLoadBalancers(cluster *clusterv1.Cluster, found []openstack.LoadBala
 	var out []sharednetv1.LoadBalancer
 	for _, lb := range found {
 		if owner := ccm.OwnerOf(name, lb.Name, lb.Tags); owner == ccm.ThisCluster || owner == ccm.Shared {
-			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: ccm.ServiceOf(name, lb.Name)})
+			// The Service from the name, or from this cluster's tag on a
+			// load balancer another cluster made.
+			service := ""
+			for _, s := range append([]string{lb.Name}, lb.Tags...) {
+				if service = ccm.ServiceOf(name, s); service != "" {
+					break
+				}
+			}
+			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: service})
 		}
 	}
 	return out

@@ -1,0 +1,92 @@
+package preflight
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
+)
+
+// checker is admission's Checker over controller-runtime's fake client and
+// the fake cloud, for a running Cluster team-a/demo (its OpenStackCluster
+// exists) and SharedNetwork "vm" granted to team-a.
+func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *clusterv1.Cluster) {
+	t.Helper()
+	cloud := fakecloud.New()
+	clusterProject.Cloud = cloud
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}}
+	sn := &sharednetv1.SharedNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
+		Spec: sharednetv1.SharedNetworkSpec{NetworkID: "net-1", Subnets: []string{"subnet-1"},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: "subnet-1", CIDR: "172.16.5.0/24", FreeAddresses: 200}}},
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"},
+			Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}}}},
+		},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).Build()
+	return &Checker{Reader: c, Cloud: &fakecloud.Clouds{
+		Clusters:       map[string]*fakecloud.Project{"team-a/demo": clusterProject},
+		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},
+	}}, cluster
+}
+
+func TestAdmissionRefusesAClusterOfAnotherKeystone(t *testing.T) {
+	value := sharednetv1.SharedNetworkVariable{Name: "vm"}
+	t.Run("the shared network's own cloud: admitted", func(t *testing.T) {
+		g := NewWithT(t)
+		c, cluster := checker(t, &fakecloud.Project{ID: "cluster-project"})
+		g.Expect(c.Attach(context.Background(), cluster, "md-a", value, All)).To(Succeed())
+	})
+	t.Run("a Keystone of the tenant's own: refused, naming the rule and the fix", func(t *testing.T) {
+		g := NewWithT(t)
+		c, cluster := checker(t, &fakecloud.Project{ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"})
+		err := c.Attach(context.Background(), cluster, "md-a", value, All)
+		g.Expect(err).To(MatchError(And(ContainSubstring(`MachineDeployment topology "md-a"`), ContainSubstring(rules.RuleSameCloud+":"),
+			ContainSubstring("http://127.0.0.1:35357/, another Keystone"), ContainSubstring("fix the cluster's clouds.yaml"))))
+		g.Expect(err.Error()).NotTo(ContainSubstring(fakecloud.DefaultKeystone), "the VM project's Keystone is not shown")
+	})
+}
+
+func TestClusterLoadBalancersAreOnlyThisClusters(t *testing.T) {
+	g := NewWithT(t)
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}
+	mine := ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "web")
+	twin := ccm.LoadBalancerName(ccm.ClusterName("team-b", "demo"), "shop", "web")
+	found := []openstack.LoadBalancer{
+		{ID: "1", Name: mine, VIP: "172.16.5.10", Tags: []string{mine}},
+		{ID: "2", Name: twin, VIP: "172.16.5.11", Tags: []string{twin}},
+		{ID: "3", Name: "by-hand", VIP: "172.16.5.12"},
+		{ID: "4", Name: twin, VIP: "172.16.5.13", Tags: []string{twin, ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "api")}},
+	}
+	g.Expect(ClusterLoadBalancers(cluster, found)).To(Equal([]sharednetv1.LoadBalancer{
+		{ID: "1", Name: mine, VIP: "172.16.5.10", Service: "shop/web"},
+		{ID: "4", Name: twin, VIP: "172.16.5.13", Service: "shop/api"},
+	}), "its own, and one a Service of it shares with another cluster; never the twin's alone")
+	g.Expect(UnattributedLoadBalancers(found)).To(Equal([]sharednetv1.LoadBalancer{{ID: "3", Name: "by-hand", VIP: "172.16.5.12"}}))
+}
