@@ -34,17 +34,9 @@ type ProjectPorts interface {
 
 // PortIDsOnNetwork implements ProjectPorts.
 func (s *Session) PortIDsOnNetwork(ctx context.Context, networkID string) ([]string, error) {
-	var all []ports.Port
-	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := ports.List(s.network, ports.ListOpts{NetworkID: networkID, ProjectID: s.projectID}).AllPages(ctx)
-		if err != nil {
-			return err
-		}
-		all, err = ports.ExtractPorts(pages)
-		return err
-	})
+	all, err := s.listPorts(ctx, ports.ListOpts{NetworkID: networkID, ProjectID: s.projectID}, "the project's ports on network "+networkID)
 	if err != nil {
-		return nil, s.wrap(err, "listing the project's ports on network %s", networkID)
+		return nil, err
 	}
 	ids := make([]string, 0, len(all))
 	for _, p := range all {
@@ -162,7 +154,8 @@ func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map
 	return s.addresses(ctx, ports.ListOpts{NetworkID: networkID}, "network "+networkID)
 }
 
-func (s *Session) addresses(ctx context.Context, opts ports.ListOpts, where string) (map[string][]netip.Addr, error) {
+// listPorts lists ports, retried; what names them in an error.
+func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what string) ([]ports.Port, error) {
 	var all []ports.Port
 	err := s.retry.do(ctx, func(ctx context.Context) error {
 		pages, err := ports.List(s.network, opts).AllPages(ctx)
@@ -173,7 +166,15 @@ func (s *Session) addresses(ctx context.Context, opts ports.ListOpts, where stri
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(err, "listing ports on %s", where)
+		return nil, s.wrap(err, "listing %s", what)
+	}
+	return all, nil
+}
+
+func (s *Session) addresses(ctx context.Context, opts ports.ListOpts, where string) (map[string][]netip.Addr, error) {
+	all, err := s.listPorts(ctx, opts, "ports on "+where)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string][]netip.Addr{}
 	for _, p := range all {

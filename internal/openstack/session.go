@@ -18,8 +18,6 @@ import (
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/utils/v2/openstack/clientconfig"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,17 +47,6 @@ func (c Credential) region() string {
 		return c.Region
 	}
 	return c.Cloud.RegionName
-}
-
-// CredentialFromSecret reads the clouds.yaml Secret the way CAPO does
-// (keys `clouds.yaml` and `cacert`).
-func CredentialFromSecret(ctx context.Context, c client.Reader, namespace, name, cloudName string) (Credential, error) {
-	where := fmt.Sprintf("Secret %s/%s, cloud %q", namespace, name, cloudName)
-	secret := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-		return Credential{}, fmt.Errorf("reading %s: %w", where, err)
-	}
-	return CredentialFromData(secret.Data, where, cloudName)
 }
 
 // CredentialFromData parses the data of a clouds.yaml Secret.

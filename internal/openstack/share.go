@@ -8,7 +8,6 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
 // Sharer shares a VM-project network with a cluster's project (a Neutron RBAC
@@ -123,22 +122,4 @@ func (s *Session) Unshare(ctx context.Context, policyID string) error {
 	default:
 		return s.wrap(err, "unsharing (deleting RBAC policy %s)", policyID)
 	}
-}
-
-// PortsOfProjectOnNetwork lists, as the network's owner, the ports a project
-// holds on the network: what keeps an unshare refused.
-func (s *Session) PortsOfProjectOnNetwork(ctx context.Context, networkID, projectID string) ([]ports.Port, error) {
-	var all []ports.Port
-	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := ports.List(s.network, ports.ListOpts{NetworkID: networkID, ProjectID: projectID}).AllPages(ctx)
-		if err != nil {
-			return err
-		}
-		all, err = ports.ExtractPorts(pages)
-		return err
-	})
-	if err != nil {
-		return nil, s.wrap(err, "listing ports of project %s on network %s", projectID, networkID)
-	}
-	return all, nil
 }

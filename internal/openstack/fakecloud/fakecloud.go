@@ -69,6 +69,26 @@ func (c *Cloud) call(method string) error {
 	return nil
 }
 
+// enter counts a call, injects its fault, and locks the state; the caller
+// defers the unlock.
+func (c *Cloud) enter(method string) (unlock func(), err error) {
+	if err := c.call(method); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	return c.mu.Unlock, nil
+}
+
+// findShare is the policy of (network, project), or "".
+func (c *Cloud) findShare(networkID, projectID string) string {
+	for id, s := range c.shares {
+		if s.network == networkID && s.project == projectID {
+			return id
+		}
+	}
+	return ""
+}
+
 func (c *Cloud) id(kind string) string {
 	c.nextID++
 	return fmt.Sprintf("%s-%d", kind, c.nextID)
@@ -203,11 +223,11 @@ func (p *Project) ProjectOfToken(_ context.Context, token string) (string, error
 
 // Network implements openstack.NetworkFacts.
 func (p *Project) Network(_ context.Context, id string) (openstack.Network, error) {
-	if err := p.Cloud.call("Network"); err != nil {
+	unlock, err := p.Cloud.enter("Network")
+	if err != nil {
 		return openstack.Network{}, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	if n, ok := p.Cloud.networks[id]; ok && p.visible(n) {
 		return n.Network, nil
 	}
@@ -229,11 +249,11 @@ func (p *Project) visible(n *network) bool {
 
 // Subnet implements openstack.NetworkFacts.
 func (p *Project) Subnet(ctx context.Context, id string) (openstack.Subnet, error) {
-	if err := p.Cloud.call("Subnet"); err != nil {
+	unlock, err := p.Cloud.enter("Subnet")
+	if err != nil {
 		return openstack.Subnet{}, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	for _, n := range p.Cloud.networks {
 		for _, s := range n.subnets {
 			if s.ID == id && p.visible(n) {
@@ -246,11 +266,11 @@ func (p *Project) Subnet(ctx context.Context, id string) (openstack.Subnet, erro
 
 // Subnets implements openstack.NetworkFacts.
 func (p *Project) Subnets(_ context.Context, networkID string) ([]openstack.Subnet, error) {
-	if err := p.Cloud.call("Subnets"); err != nil {
+	unlock, err := p.Cloud.enter("Subnets")
+	if err != nil {
 		return nil, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	if n, ok := p.Cloud.networks[networkID]; ok && p.visible(n) {
 		return append([]openstack.Subnet(nil), n.subnets...), nil
 	}
@@ -276,11 +296,11 @@ func (p *Project) Ports(context.Context) (openstack.Quota, error) {
 // subnet (the fake keeps one project's LBs; tests use one cluster project
 // per Cloud for load balancers).
 func (p *Project) OnSubnet(_ context.Context, subnetID string) ([]openstack.LoadBalancer, error) {
-	if err := p.Cloud.call("OnSubnet"); err != nil {
+	unlock, err := p.Cloud.enter("OnSubnet")
+	if err != nil {
 		return nil, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	var out []openstack.LoadBalancer
 	for id, lb := range p.Cloud.lbs {
 		if p.Cloud.lbSubnet[id] == subnetID {
@@ -294,11 +314,11 @@ func (p *Project) OnSubnet(_ context.Context, subnetID string) ([]openstack.Load
 // DeleteCascade implements openstack.LoadBalancers: the LB goes to
 // PENDING_DELETE and is gone at the next Gone or OnSubnet after Settle.
 func (p *Project) DeleteCascade(_ context.Context, id string) error {
-	if err := p.Cloud.call("DeleteCascade"); err != nil {
+	unlock, err := p.Cloud.enter("DeleteCascade")
+	if err != nil {
 		return err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	lb, ok := p.Cloud.lbs[id]
 	if !ok {
 		return nil
@@ -323,26 +343,24 @@ func (c *Cloud) Settle() {
 
 // Gone implements openstack.LoadBalancers.
 func (p *Project) Gone(_ context.Context, id string) (bool, error) {
-	if err := p.Cloud.call("Gone"); err != nil {
+	unlock, err := p.Cloud.enter("Gone")
+	if err != nil {
 		return false, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	_, ok := p.Cloud.lbs[id]
 	return !ok, nil
 }
 
 // Share implements openstack.Sharer.
 func (p *Project) Share(ctx context.Context, networkID, projectID string) (string, error) {
-	if err := p.Cloud.call("Share"); err != nil {
+	unlock, err := p.Cloud.enter("Share")
+	if err != nil {
 		return "", err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
-	for id, s := range p.Cloud.shares {
-		if s.network == networkID && s.project == projectID {
-			return id, nil
-		}
+	defer unlock()
+	if id := p.Cloud.findShare(networkID, projectID); id != "" {
+		return id, nil
 	}
 	id := p.Cloud.id("rbac")
 	p.Cloud.shares[id] = share{network: networkID, project: projectID}
@@ -351,26 +369,21 @@ func (p *Project) Share(ctx context.Context, networkID, projectID string) (strin
 
 // FindShare implements openstack.Sharer.
 func (p *Project) FindShare(_ context.Context, networkID, projectID string) (string, error) {
-	if err := p.Cloud.call("FindShare"); err != nil {
+	unlock, err := p.Cloud.enter("FindShare")
+	if err != nil {
 		return "", err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
-	for id, s := range p.Cloud.shares {
-		if s.network == networkID && s.project == projectID {
-			return id, nil
-		}
-	}
-	return "", nil
+	defer unlock()
+	return p.Cloud.findShare(networkID, projectID), nil
 }
 
 // Shares implements openstack.Sharer.
 func (p *Project) Shares(_ context.Context, networkID string) (map[string]string, error) {
-	if err := p.Cloud.call("Shares"); err != nil {
+	unlock, err := p.Cloud.enter("Shares")
+	if err != nil {
 		return nil, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	out := map[string]string{}
 	for id, s := range p.Cloud.shares {
 		if s.network == networkID {
@@ -382,11 +395,11 @@ func (p *Project) Shares(_ context.Context, networkID string) (map[string]string
 
 // Unshare implements openstack.Sharer: 409 while the project has ports on the network.
 func (p *Project) Unshare(_ context.Context, policyID string) error {
-	if err := p.Cloud.call("Unshare"); err != nil {
+	unlock, err := p.Cloud.enter("Unshare")
+	if err != nil {
 		return err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	s, ok := p.Cloud.shares[policyID]
 	if !ok {
 		return nil
@@ -402,11 +415,11 @@ func (p *Project) Unshare(_ context.Context, policyID string) error {
 
 // PortIDsOnNetwork implements openstack.ProjectPorts.
 func (p *Project) PortIDsOnNetwork(_ context.Context, networkID string) ([]string, error) {
-	if err := p.Cloud.call("PortIDsOnNetwork"); err != nil {
+	unlock, err := p.Cloud.enter("PortIDsOnNetwork")
+	if err != nil {
 		return nil, err
 	}
-	p.Cloud.mu.Lock()
-	defer p.Cloud.mu.Unlock()
+	defer unlock()
 	var ids []string
 	for i, n := range p.Cloud.ports[p.ID] {
 		if n == networkID {
