@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
@@ -159,11 +160,16 @@ func TestSharedNetworkFieldsThatWouldMoveNodegroupsAreImmutable(t *testing.T) {
 			_ = env.Client.Delete(ctx, got)
 		}
 	})
+	// The SharedNetwork controller writes it too (finalizer, status): retry conflicts.
 	change := func(edit func(*sharednetv1.SharedNetwork)) error {
-		got := &sharednetv1.SharedNetwork{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
-		edit(got)
-		return env.Client.Update(ctx, got)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &sharednetv1.SharedNetwork{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got); err != nil {
+				return err
+			}
+			edit(got)
+			return env.Client.Update(ctx, got)
+		})
 	}
 
 	err := change(func(s *sharednetv1.SharedNetwork) { s.Spec.NetworkID = "00000000-0000-4000-8000-000000000009" })
