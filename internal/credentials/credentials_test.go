@@ -37,7 +37,7 @@ func scheme() *runtime.Scheme {
 func TestVerifiedProjectRefusesAClusterOfAnotherKeystone(t *testing.T) {
 	g := NewWithT(t)
 	keystone := fakekeystone.Start(t, fakekeystone.Options{Project: "victim-project"})
-	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: keystone.CloudsYAML()}, "tenant Secret", "tenant")
+	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: keystone.CloudsYAML("tenant")}, "tenant Secret", "tenant")
 	g.Expect(err).NotTo(HaveOccurred())
 	cluster, err := openstack.NewSession(context.Background(), cred, openstack.Options{})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -26,6 +26,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakekeystone"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
@@ -419,4 +420,28 @@ func isConflict(err error) bool { return apierrors.IsConflict(err) }
 
 func apiGet(ctx context.Context, key client.ObjectKey, obj client.Object) error {
 	return env.Client.Get(ctx, key, obj)
+}
+
+// TestAClusterOfAnotherKeystoneIsRefused: a tenant points its cluster's
+// clouds.yaml at a Keystone of its own (a FAKE on 127.0.0.1 that claims the
+// test bed's cluster project) and attaches: admission refuses it, naming
+// the rule and the cluster's own Keystone, and nothing rolls.
+func TestAClusterOfAnotherKeystoneIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	createSharedNetworks(ctx, g, "")
+	ns := grantedNamespace(ctx, g)
+	c, initial := clusterOfTheExtension(ctx, t, ns, "foreign", "c-foreign")
+
+	keystone := fakekeystone.Start(t, fakekeystone.Options{Project: testbed.NewClients(t, testbed.ClusterProject).ProjectID})
+	secret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "foreign-cloud-config"}, secret)).To(Succeed())
+	secret.Data[openstack.CloudsSecretKey] = keystone.CloudsYAML("openstack")
+	g.Expect(env.Client.Update(ctx, secret)).To(Succeed())
+
+	err := updateCluster(ctx, c, override("md-a", `{"name":"vm-net"}`))
+	g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("same-cloud:"), ContainSubstring(keystone.URL), ContainSubstring("another Keystone"))))
+	g.Consistently(func(g Gomega) {
+		g.Expect(observe(ctx, g, c)).To(Equal(initial))
+	}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
 }

@@ -14,7 +14,7 @@ import (
 
 func credentialOf(t *testing.T, k *fakekeystone.Keystone) openstack.Credential {
 	t.Helper()
-	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: k.CloudsYAML()}, "test", "tenant")
+	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: k.CloudsYAML("tenant")}, "test", "tenant")
 	if err != nil {
 		t.Fatal(err)
 	}

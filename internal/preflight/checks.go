@@ -102,7 +102,7 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		errs = append(errs, v)
 	}
 	if scope == All {
-		live, err := c.live(ctx, cluster)
+		live, err := c.live(ctx, cluster, sn)
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
@@ -113,11 +113,6 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		}
 		if err := c.capacity(ctx, cluster, topology, sn, subnet, facts, live); err != nil {
 			errs = append(errs, err)
-		}
-		if live != nil {
-			if err := c.sameCloud(ctx, sn, live.session); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	return errors.Join(errs...)
@@ -165,7 +160,11 @@ type liveFacts struct {
 // to ask: nil, and the attachment controller checks again before sharing.
 // A cluster that has one but cannot be asked is refused: an unchecked
 // attach is never accepted.
-func (c *Checker) live(ctx context.Context, cluster *clusterv1.Cluster) (*liveFacts, error) {
+//
+// For an attach (sn set) the cluster's cloud is verified first
+// (sameCloud): nothing else is asked of a cloud the SharedNetwork's
+// Keystone does not vouch for.
+func (c *Checker) live(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork) (*liveFacts, error) {
 	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
 		return nil, nil
 	}
@@ -174,6 +173,11 @@ func (c *Checker) live(ctx context.Context, cluster *clusterv1.Cluster) (*liveFa
 	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %w", err)
+	}
+	if sn != nil {
+		if err := c.sameCloud(ctx, sn, session); err != nil {
+			return nil, err
+		}
 	}
 	out := &liveFacts{session: session}
 	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
@@ -228,7 +232,7 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		lbs = append(lbs, rules.LoadBalancer{Name: lb.Name, ID: lb.ID, VIP: lb.VIP, Service: lb.Service})
 	}
 	// The status may be a minute old: ask Octavia now.
-	live, err := c.live(ctx, cluster)
+	live, err := c.live(ctx, cluster, nil)
 	if err != nil {
 		return &NodegroupError{Topology: topology, Err: err}
 	}

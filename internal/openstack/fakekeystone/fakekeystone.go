@@ -83,10 +83,10 @@ func Start(tb testing.TB, opts Options) *Keystone {
 	return k
 }
 
-// CloudsYAML is a clouds.yaml with one cloud, "tenant", authenticating here.
-func (k *Keystone) CloudsYAML() []byte {
+// CloudsYAML is a clouds.yaml with one cloud, named cloud, authenticating here.
+func (k *Keystone) CloudsYAML(cloud string) []byte {
 	return fmt.Appendf(nil, `clouds:
-  tenant:
+  %s:
     auth:
       auth_url: %s/v3
       username: u
@@ -94,5 +94,5 @@ func (k *Keystone) CloudsYAML() []byte {
       project_id: whatever
       user_domain_name: Default
     region_name: RegionOne
-`, k.URL)
+`, cloud, k.URL)
 }
