@@ -158,15 +158,18 @@ func annotationsOf(obj string) string {
 		"((has(" + obj + ".spec.infrastructure) && has(" + obj + ".spec.infrastructure.annotations)) ? " + obj + ".spec.infrastructure.annotations : {})"
 }
 
-// listParam is a comma-separated parameter as a list (empty when unset).
+// listParam is a comma-separated parameter as a list. The controller
+// writes every key (an empty one splits into [""], which placedOnShared
+// never matches). A ternary with a has() guard here made the API server
+// stop judging Gateways (seen on kube-apiserver v1.34), so none is used.
 func listParam(key string) string {
-	return "has(params.data." + key + ") && params.data." + key + " != '' ? params.data." + key + ".split(',') : []"
+	return "params.data." + key + ".split(',')"
 }
 
 // placedOnShared: the annotations place the VIP on a shared subnet, network or port.
 func placedOnShared(annotations string) string {
 	in := func(key, list string) string {
-		return "('" + key + "' in " + annotations + " && " + annotations + "['" + key + "'] in variables." + list + ")"
+		return "('" + key + "' in " + annotations + " && " + annotations + "['" + key + "'] != '' && " + annotations + "['" + key + "'] in variables." + list + ")"
 	}
 	return "(" + in(SubnetAnnotation, "shared") + " || " + in(NetworkAnnotation, "sharedNetworks") + " || " + in(PortAnnotation, "sharedPorts") + ")"
 }

@@ -2,6 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"testing"
 	"time"
 
@@ -270,5 +273,11 @@ func waitForPolicy(ctx context.Context, g Gomega, probe client.Object) {
 			return ""
 		}
 		return err.Error()
-	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation))
+	}, 60*time.Second, 250*time.Millisecond).Should(ContainSubstring(guardrails.InternalAnnotation), func() string {
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		_ = env.Client.Get(ctx, client.ObjectKey{Name: guardrails.PolicyName}, policy)
+		params := &corev1.ConfigMap{}
+		_ = env.Client.Get(ctx, client.ObjectKey{Namespace: guardrails.ParamsNamespace, Name: guardrails.ParamsName}, params)
+		return fmt.Sprintf("the policy is not judging: its status %+v, its parameters %v", policy.Status, params.Data)
+	})
 }
