@@ -30,7 +30,6 @@ const (
 	PortAnnotation    = "loadbalancer.openstack.org/port-id"
 )
 
-
 // Names of the objects installed in the workload cluster.
 const (
 	PolicyName = "capo-sharednet-shared-subnet-load-balancers"
