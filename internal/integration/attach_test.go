@@ -201,6 +201,8 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 		g.Eventually(func(g Gomega) {
 			detached = observe(ctx, g, cluster)
 			g.Expect(detached.Nodegroups["md-a"].Template).NotTo(Equal(attached.Nodegroups["md-a"].Template))
+			// The new template's MachineSet follows it by a moment.
+			g.Expect(detached.Nodegroups["md-a"].MachineSets).To(HaveLen(3))
 		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 		g.Consistently(func(g Gomega) {
 			now := observe(ctx, g, cluster)
