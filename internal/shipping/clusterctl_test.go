@@ -674,7 +674,7 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 		}
 	})
 
-	t.Run("the cloud controller manager's configuration sorts the nodes' subnet first", func(t *testing.T) {
+	t.Run("the cloud controller manager sorts the nodes' subnet first and names load balancers as the extension reads them", func(t *testing.T) {
 		cloudConfig(t, ctx, c, warned, bin, home, env, findKind(t, all, "Cluster"))
 	})
 }
