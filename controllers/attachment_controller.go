@@ -265,8 +265,7 @@ func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster
 	if err != nil {
 		return // keep the last known list
 	}
-	a.Status.LoadBalancers = preflight.ClusterLoadBalancers(cluster, found)
-	a.Status.UnattributedLoadBalancers = preflight.UnattributedLoadBalancers(found)
+	a.Status.LoadBalancers, a.Status.UnattributedLoadBalancers = preflight.LoadBalancersOf(cluster, found)
 }
 
 func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *clusterv1.Cluster, topology, network, subnet string, a *sharednetv1.SharedNetworkAttachment) (*sharednetv1.SharedNetworkAttachment, error) {

@@ -161,10 +161,10 @@ func (r *AttachmentReconciler) shareUsedElsewhere(ctx context.Context, a *shared
 		if other.UID == a.UID || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil || other.Status.Share.ProjectID != project {
 			continue
 		}
-		otherSN := &sharednetv1.SharedNetwork{}
 		if other.Spec.SharedNetwork == sn.Name {
 			return true
 		}
+		otherSN := &sharednetv1.SharedNetwork{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: other.Spec.SharedNetwork}, otherSN); err != nil || otherSN.Spec.NetworkID == sn.Spec.NetworkID {
 			return true
 		}

@@ -126,17 +126,19 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.ClusterCloud) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
 	defer cancel()
+	// The VM project's own errors are the administrator's (SharedNetwork
+	// status and events), not the cluster owner's.
+	cannotVerify := fmt.Errorf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
 	vm, err := c.Cloud.ForSharedNetwork(ctx, sn)
 	if err != nil {
-		// The details are the administrator's (SharedNetwork status and events).
-		return fmt.Errorf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
+		return cannotVerify
 	}
 	if _, err := credentials.VerifiedProject(ctx, cluster, vm); err != nil {
 		var foreign *credentials.ForeignKeystoneError
 		if errors.As(err, &foreign) {
 			return &rules.Violation{Rule: rules.RuleSameCloud, Field: "OpenStackCluster spec.identityRef", Message: err.Error()}
 		}
-		return fmt.Errorf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
+		return cannotVerify
 	}
 	return nil
 }
@@ -242,7 +244,8 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 			return &NodegroupError{Topology: topology, Err: fmt.Errorf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %w", attachment.Spec.Subnet, err)}
 		}
 		lbs = lbs[:0]
-		for _, lb := range ClusterLoadBalancers(cluster, found) {
+		own, _ := LoadBalancersOf(cluster, found)
+		for _, lb := range own {
 			lbs = append(lbs, rules.LoadBalancer{Name: lb.Name, ID: lb.ID, VIP: lb.VIP, Service: lb.Service})
 		}
 	}
@@ -252,14 +255,15 @@ func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 	return nil
 }
 
-// ClusterLoadBalancers are the load balancers of found that the cluster's
-// CCM made (alone or with another cluster's Service), with the Service each
-// was made for. Other clusters' and unattributed ones are left out.
-func ClusterLoadBalancers(cluster *clusterv1.Cluster, found []openstack.LoadBalancer) []sharednetv1.LoadBalancer {
+// LoadBalancersOf splits found by whose they are for the cluster: its own
+// (its CCM made them, alone or with another cluster's Service), with the
+// Service each was made for, and those no CCM made (reported, never
+// deleted). Other clusters' load balancers are in neither.
+func LoadBalancersOf(cluster *clusterv1.Cluster, found []openstack.LoadBalancer) (own, unattributed []sharednetv1.LoadBalancer) {
 	name := ccm.ClusterName(cluster.Namespace, cluster.Name)
-	var out []sharednetv1.LoadBalancer
 	for _, lb := range found {
-		if owner := ccm.OwnerOf(name, lb.Name, lb.Tags); owner == ccm.ThisCluster || owner == ccm.Shared {
+		switch ccm.OwnerOf(name, lb.Name, lb.Tags) {
+		case ccm.ThisCluster, ccm.Shared:
 			// The Service from the name, or from this cluster's tag on a
 			// load balancer another cluster made.
 			service := ""
@@ -268,20 +272,10 @@ func ClusterLoadBalancers(cluster *clusterv1.Cluster, found []openstack.LoadBala
 					break
 				}
 			}
-			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: service})
+			own = append(own, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: service})
+		case ccm.Unattributed:
+			unattributed = append(unattributed, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP})
 		}
 	}
-	return out
-}
-
-// UnattributedLoadBalancers are the load balancers of found that no CCM
-// name or tag attributes to any cluster: reported, never deleted.
-func UnattributedLoadBalancers(found []openstack.LoadBalancer) []sharednetv1.LoadBalancer {
-	var out []sharednetv1.LoadBalancer
-	for _, lb := range found {
-		if ccm.OwnerOf("", lb.Name, lb.Tags) == ccm.Unattributed {
-			out = append(out, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP})
-		}
-	}
-	return out
+	return own, unattributed
 }

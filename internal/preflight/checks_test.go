@@ -84,9 +84,10 @@ func TestClusterLoadBalancersAreOnlyThisClusters(t *testing.T) {
 		{ID: "3", Name: "by-hand", VIP: "172.16.5.12"},
 		{ID: "4", Name: twin, VIP: "172.16.5.13", Tags: []string{twin, ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "api")}},
 	}
-	g.Expect(ClusterLoadBalancers(cluster, found)).To(Equal([]sharednetv1.LoadBalancer{
+	own, unattributed := LoadBalancersOf(cluster, found)
+	g.Expect(own).To(Equal([]sharednetv1.LoadBalancer{
 		{ID: "1", Name: mine, VIP: "172.16.5.10", Service: "shop/web"},
 		{ID: "4", Name: twin, VIP: "172.16.5.13", Service: "shop/api"},
 	}), "its own, and one a Service of it shares with another cluster; never the twin's alone")
-	g.Expect(UnattributedLoadBalancers(found)).To(Equal([]sharednetv1.LoadBalancer{{ID: "3", Name: "by-hand", VIP: "172.16.5.12"}}))
+	g.Expect(unattributed).To(Equal([]sharednetv1.LoadBalancer{{ID: "3", Name: "by-hand", VIP: "172.16.5.12"}}))
 }
