@@ -73,7 +73,7 @@ var errResolved = errors.New("identity resolved")
 // namespaceSelector enforced), stopped just before it authenticates: the
 // connection is ours, with timeouts and the caller's context.
 func (s *Source) identitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error) {
-	resolver := &secretResolver{reader: s.APIReader}
+	resolver := &secretResolver{reader: s.APIReader, cache: s.Client}
 	_, err := scope.NewFactory(0).NewClientScopeFromObject(ctx, resolver, nil, logr.Discard(), osc)
 	if errors.Is(err, errResolved) && resolver.secret != nil {
 		return *resolver.secret, nil
@@ -90,17 +90,23 @@ func (s *Source) identitySecret(ctx context.Context, osc *infrav1.OpenStackClust
 }
 
 // secretResolver lets CAPO read what it needs to choose a Secret, and
-// records the Secret instead of reading it.
+// records the Secret instead of reading it. Namespaces come from the cache
+// (ForCluster runs on every reconcile and admission); the
+// OpenStackClusterIdentity, which is not cached, from the API server.
 type secretResolver struct {
 	client.Client // nil: CAPO only calls Get
 	reader        client.Reader
+	cache         client.Reader
 	secret        *client.ObjectKey
 }
 
 func (r *secretResolver) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); ok {
+	switch obj.(type) {
+	case *corev1.Secret:
 		r.secret = &key
 		return errResolved
+	case *corev1.Namespace:
+		return r.cache.Get(ctx, key, obj, opts...)
 	}
 	return r.reader.Get(ctx, key, obj, opts...)
 }
