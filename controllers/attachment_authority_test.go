@@ -262,3 +262,45 @@ func TestDetachUnsharesWhatNeutronHoldsForTheVerifiedProject(t *testing.T) {
 		})
 	}
 }
+
+// TestALostStatusIsNotTakenForNoShareWhileTheVMProjectCannotBeAsked: a live
+// cluster's detach with a lost status waits for the VM project instead of
+// letting the attachment go with the share still in Neutron.
+func TestALostStatusIsNotTakenForNoShareWhileTheVMProjectCannotBeAsked(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.reconcile()
+	a := s.attachment("md-a")
+	a.Status.Share = nil
+	g.Expect(s.client.Status().Update(context.Background(), a)).To(Succeed())
+	vm := s.clouds.SharedNetworks["vm"]
+	delete(s.clouds.SharedNetworks, "vm")
+	c := s.cluster()
+	s.update(c, func() { variables.SetOverride(c, "md-a", nil) })
+	s.reconcile()
+
+	a = s.attachment("md-a")
+	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal("UnshareFailed"))
+	g.Expect(s.cloud.Shares()).To(HaveLen(1), "the share is still there, and so is the attachment that will release it")
+
+	s.clouds.SharedNetworks["vm"] = vm
+	s.reconcile()
+	g.Expect(s.cloud.Shares()).To(BeEmpty())
+}
+
+// TestDetachWaitsWhileNeutronKeepsTheShare: Neutron's 409 (the cluster's
+// project still has ports on the network) is "not yet", never success.
+func TestDetachWaitsWhileNeutronKeepsTheShare(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.reconcile()
+	s.cloud.AddPort("cluster-project", s.network)
+	c := s.cluster()
+	s.update(c, func() { variables.SetOverride(c, "md-a", nil) })
+	s.reconcile()
+
+	a := s.attachment("md-a")
+	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal("PortsRemain"))
+	g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseDetaching))
+	g.Expect(s.cloud.Shares()).To(HaveLen(1))
+}

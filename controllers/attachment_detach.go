@@ -107,9 +107,10 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 	}
 	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
 	if err != nil {
-		if project == "" {
-			return nil // nothing was ever shared for it that we know of
+		if project == "" && (cluster == nil || !cluster.DeletionTimestamp.IsZero()) {
+			return nil // nothing recorded, and no cluster to ask: nothing to find
 		}
+		// A live cluster with a lost status may still hold a share: retry.
 		return r.vmProjectFailed(ctx, sn, "opening the VM project to unshare", err)
 	}
 	if cluster != nil {
