@@ -51,6 +51,16 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 		clusterProject = &fakecloud.Project{ID: "cluster-project"}
 	}
 	clusterProject.Cloud = cloud
+	// The cluster network CAPO made: the rules run before the share need it.
+	clusterNetwork, clusterSubnet := cloud.AddNetwork(clusterProject.ID, 1450, "10.6.0.0/24")
+	osc := &infrav1.OpenStackCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{
+			NetworkStatus: infrav1.NetworkStatus{ID: clusterNetwork, Name: "k8s-clusterapi-cluster-team-a-demo"},
+			Subnets:       []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}},
+		}},
+	}
+	clusterProject.OpenStackCluster = osc
 	s := &authorityStory{t: t, cloud: cloud, network: network, subnet: subnet, recorder: record.NewFakeRecorder(100),
 		clouds: &fakecloud.Clouds{
 			Clusters:       map[string]*fakecloud.Project{"team-a/demo": clusterProject},
@@ -83,7 +93,7 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 			t.Fatal(err)
 		}
 	}
-	s.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).
+	s.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster, osc).
 		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}, &sharednetv1.SharedNetwork{}).
 		// The API server gives every object a UID; the fake client does not.
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {

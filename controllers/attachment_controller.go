@@ -54,6 +54,16 @@ type AttachmentReconciler struct {
 	// Credentials opens sessions with the cluster's and the VM project's credentials.
 	Credentials credentials.Clouds
 	Recorder    record.EventRecorder
+	// Checker runs the rules before a share; one over Client and
+	// Credentials when nil.
+	Checker *preflight.Checker
+}
+
+func (r *AttachmentReconciler) checker() *preflight.Checker {
+	if r.Checker == nil {
+		r.Checker = &preflight.Checker{Reader: r.Client, Cloud: r.Credentials}
+	}
+	return r.Checker
 }
 
 // SetupWithManager registers the reconciler.
@@ -160,6 +170,15 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 			"the grant was revoked after the attach: "+err.Error()+"; the nodes keep their port (no rollout), no new nodegroup can attach, and removing the variable detaches")
 	} else {
 		r.condition(a, cluster, sharednetv1.GrantedCondition, metav1.ConditionTrue, sharednetv1.ReasonGranted, fmt.Sprintf("namespace %s may use subnet %s of SharedNetwork %s", cluster.Namespace, subnet, sn.Name))
+		if !a.ShareEstablished() {
+			// What admission could not decide for a Cluster being created
+			// (its network's MTU, its project's quota, its cloud) and every
+			// other rule again, on the cluster CAPO made: a violation means
+			// no share, no port, no rollout.
+			if res, checked := r.checkBeforeShare(ctx, cluster, topology, value, a); !checked {
+				return res, nil
+			}
+		}
 		if !a.ShareEstablished() || shareLost(sn, a) {
 			a.Status.Phase = sharednetv1.PhaseSharing
 			share, err := r.share(ctx, cluster, sn)
@@ -191,6 +210,35 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 	return r.observeRollout(ctx, cluster, topology, sn, a, true)
 }
 
+// checkBeforeShare runs preflight.BeforeShare and records why an attach
+// does not go on; checked is false until every rule holds.
+func (r *AttachmentReconciler) checkBeforeShare(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, a *sharednetv1.SharedNetworkAttachment) (reconcile.Result, bool) {
+	err := r.checker().BeforeShare(ctx, cluster, topology, value)
+	if err == nil {
+		return reconcile.Result{}, true
+	}
+	a.Status.Phase = sharednetv1.PhaseValidating
+	var notReady *preflight.NotReadyError
+	var violation *rules.Violation
+	switch {
+	case errors.As(err, &notReady):
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonWaitingForClusterNetwork, "not shared yet: "+notReady.Reason)
+		return reconcile.Result{RequeueAfter: pollRollout}, false
+	case errors.As(err, &violation):
+		// The same words admission uses, one problem per line; it is tried
+		// again, so fixing the cloud (or removing the variable) is enough.
+		reason := sharednetv1.ReasonRuleViolated
+		if violation.Rule == rules.RuleSameCloud {
+			reason = sharednetv1.ReasonForeignKeystone
+		}
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason,
+			"nothing was shared (no port, no rollout): "+err.Error()+"; fix it (or remove the variable) and the attach is tried again")
+	default:
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, "not shared yet: "+err.Error())
+	}
+	return reconcile.Result{RequeueAfter: pollCloud}, false
+}
+
 // observeRollout fills nodes and load balancers and sets the phase.
 func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment, attaching bool) (reconcile.Result, error) {
 	facts, _ := sn.Status.Subnet(a.Spec.Subnet)
@@ -203,6 +251,9 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 	a.Status.AttachedNodes = int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
 	a.Status.Nodes = rollout.Nodes
 	r.observeLoadBalancers(ctx, cluster, a)
+	if attaching && cluster != nil {
+		r.observeCloudFits(ctx, cluster, topology, a)
+	}
 	switch {
 	case attaching && rollout.Attached(carries):
 		a.Status.Phase = sharednetv1.PhaseAttached
@@ -215,6 +266,23 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, "RollingOut", a.Status.Message)
 	}
 	return reconcile.Result{RequeueAfter: pollRollout}, nil
+}
+
+// observeCloudFits reports a cloud that changed after the attach (the shared
+// network's MTU, room on its subnet): a condition and an Event, never a
+// rollout; admission refuses the nodegroup's next growth for the same reason.
+func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, cluster *clusterv1.Cluster, topology string, a *sharednetv1.SharedNetworkAttachment) {
+	value := sharednetv1.SharedNetworkVariable{Name: a.Spec.SharedNetwork, Subnet: a.Spec.Subnet}
+	err := r.checker().StillFits(ctx, cluster, topology, value)
+	var violation *rules.Violation
+	switch {
+	case err == nil:
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
+			fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
+	case errors.As(err, &violation):
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionFalse, sharednetv1.ReasonCloudChanged,
+			"the cloud changed after the attach: "+err.Error()+"; the nodes keep their port and nothing rolls, but the nodegroup cannot grow until this is fixed")
+	}
 }
 
 // measure reads the nodegroup's MachineDeployment, machines and
@@ -383,12 +451,17 @@ func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment,
 	if status != metav1.ConditionTrue {
 		a.Status.Message = message
 	}
-	if (old == nil || old.Status != status || old.Reason != reason) && cluster != nil {
+	if old == nil || old.Status != status || old.Reason != reason {
 		eventType := corev1.EventTypeNormal
 		if status == metav1.ConditionFalse && reason != "RollingOut" && reason != "Detaching" {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(cluster, eventType, reason, "nodegroup %s: %s", a.Spec.MachineDeploymentTopology, message)
+		if cluster != nil {
+			r.Recorder.Eventf(cluster, eventType, reason, "nodegroup %s: %s", a.Spec.MachineDeploymentTopology, message)
+		}
+		if a.UID != "" {
+			r.Recorder.Event(a, eventType, reason, message)
+		}
 	}
 }
 

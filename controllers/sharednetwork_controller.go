@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -34,10 +34,7 @@ const DefaultResync = 5 * time.Minute
 
 // VMProjectCloud is what the SharedNetwork controller needs from the VM
 // project: network facts and the shares the network holds.
-type VMProjectCloud interface {
-	openstack.NetworkFacts
-	Shares(ctx context.Context, networkID string) (map[string]string, error)
-}
+type VMProjectCloud = networkfacts.Cloud
 
 // Connector opens the VM project's cloud with a credential; version changes
 // when the credential does.
@@ -191,8 +188,8 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid, err.Error())
 		return reconcile.Result{RequeueAfter: time.Minute}
 	}
-	facts, err := readFacts(ctx, cloud, sn)
-	var notOnNetwork *subnetsNotOnNetworkError
+	facts, err := networkfacts.Read(ctx, cloud, sn)
+	var notOnNetwork *networkfacts.SubnetsNotOnNetworkError
 	switch {
 	case openstack.IsNotFound(err):
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonNetworkNotFound,
@@ -218,64 +215,6 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		freeAddresses.WithLabelValues(sn.Name, s.ID).Set(float64(s.FreeAddresses))
 	}
 	return reconcile.Result{}
-}
-
-type subnetsNotOnNetworkError struct {
-	network string
-	missing []string
-}
-
-func (e *subnetsNotOnNetworkError) Error() string {
-	return fmt.Sprintf("subnet(s) %v of spec.subnets are not on network %s; remove them from spec.subnets or fix their IDs", e.missing, e.network)
-}
-
-// readFacts asks Neutron, in four requests whatever the number of subnets:
-// the network, its subnets, its ports and its shares.
-func readFacts(ctx context.Context, cloud VMProjectCloud, sn *sharednetv1.SharedNetwork) (sharednetv1.SharedNetworkStatus, error) {
-	var out sharednetv1.SharedNetworkStatus
-	network, err := cloud.Network(ctx, sn.Spec.NetworkID)
-	if err != nil {
-		return out, err
-	}
-	subnets, err := cloud.Subnets(ctx, sn.Spec.NetworkID)
-	if err != nil {
-		return out, err
-	}
-	addresses, err := cloud.AddressesOnNetwork(ctx, sn.Spec.NetworkID)
-	if err != nil {
-		return out, err
-	}
-	shares, err := cloud.Shares(ctx, sn.Spec.NetworkID)
-	if err != nil {
-		return out, err
-	}
-	out.MTU = int32(network.MTU) //nolint:gosec // MTUs fit
-	var missing []string
-	for _, id := range sn.Spec.Subnets {
-		i := slices.IndexFunc(subnets, func(s openstack.Subnet) bool { return s.ID == id })
-		if i < 0 {
-			missing = append(missing, id)
-			continue
-		}
-		s := subnets[i]
-		status := sharednetv1.SubnetStatus{
-			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion), //nolint:gosec // 4 or 6
-			UsedAddresses: openstack.UsedInPools(s.AllocationPools, addresses[s.ID]),
-			FreeAddresses: openstack.FreeAddresses(s.AllocationPools, addresses[s.ID]),
-		}
-		for _, p := range s.AllocationPools {
-			status.AllocationPools = append(status.AllocationPools, sharednetv1.AllocationPool{Start: p.Start.String(), End: p.End.String()})
-		}
-		out.Subnets = append(out.Subnets, status)
-	}
-	for project, policy := range shares {
-		out.Shares = append(out.Shares, sharednetv1.Share{ProjectID: project, RBACPolicyID: policy})
-	}
-	sort.Slice(out.Shares, func(i, j int) bool { return out.Shares[i].ProjectID < out.Shares[j].ProjectID })
-	if len(missing) > 0 {
-		return out, &subnetsNotOnNetworkError{network: sn.Spec.NetworkID, missing: missing}
-	}
-	return out, nil
 }
 
 func (r *SharedNetworkReconciler) consumers(ctx context.Context, name string) ([]sharednetv1.Consumer, error) {

@@ -31,6 +31,10 @@ const (
 	// LoadBalancersRemovedCondition is False when the cluster's deletion went
 	// on without removing its load balancers on the shared subnet.
 	LoadBalancersRemovedCondition = "LoadBalancersRemoved"
+	// CloudFitsCondition is False when the cloud changed after the attach
+	// so that the rules no longer hold (the shared network's MTU, the room
+	// on its subnet): reported, never acted on; the next growth is refused.
+	CloudFitsCondition = "CloudFits"
 )
 
 // Reasons of an attachment's conditions that a person acts on.
@@ -41,6 +45,20 @@ const (
 	ReasonClusterCredentialsInvalid = "ClusterCredentialsInvalid"
 	ReasonForeignKeystone           = "ForeignKeystone"
 	ReasonLeftBehind                = "LeftBehind"
+	// ReasonWaitingForClusterNetwork: the rules run before the share need
+	// the cluster network CAPO creates.
+	ReasonWaitingForClusterNetwork = "WaitingForClusterNetwork"
+	// ReasonRuleViolated: a rule refused the attach before the share (a
+	// Cluster created with the variable, whose cloud admission could not ask).
+	ReasonRuleViolated = "RuleViolated"
+	// ReasonCannotCheck: the rules could not be checked (a cloud that does
+	// not answer); retried.
+	ReasonCannotCheck = "CannotCheck"
+	// ReasonCloudChanged: the cloud changed after the attach (MTU, room on
+	// the subnet); the nodes keep their port, growth is refused.
+	ReasonCloudChanged = "CloudChanged"
+	// ReasonCloudFits: the shared network still fits the nodegroup.
+	ReasonCloudFits = "CloudFits"
 )
 
 // SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.

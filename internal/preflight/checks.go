@@ -78,14 +78,20 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		// Nothing else of an ungranted network is the cluster owner's business.
 		return errors.Join(append(errs, err)...)
 	}
-	if len(sn.Status.Subnets) == 0 {
+	status := &sn.Status
+	if scope == All {
+		if status, err = c.Facts(ctx, sn); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	if len(status.Subnets) == 0 {
 		return errors.Join(append(errs, fmt.Errorf("facts of SharedNetwork %s are not known yet (its controller has not read them from Neutron: see `kubectl get sharednetwork %s`); nothing was changed, retry when it is Ready", sn.Name, sn.Name))...)
 	}
-	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
+	subnet, v := rules.OneSubnet(sn.Name, status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 	if v != nil {
 		return errors.Join(append(errs, v)...)
 	}
-	facts, _ := sn.Status.Subnet(subnet)
+	facts, _ := status.Subnet(subnet)
 	shared, err := netip.ParsePrefix(facts.CIDR)
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("SharedNetwork %s status: subnet %s has CIDR %q: %w", sn.Name, subnet, facts.CIDR, err))...)
@@ -94,7 +100,11 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	ranges, err := c.clusterRanges(ctx, cluster, topology, subnet, values)
+	network, err := c.clusterNetwork(ctx, cluster)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	ranges, err := c.clusterRanges(ctx, cluster, network, topology, subnet, values)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -106,8 +116,16 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
+		// The cluster network's MTU: Neutron's once CAPO made it, the one
+		// the Cluster asks for before; when neither is known (a new cluster
+		// leaving it to Neutron) the attachment controller checks it before
+		// it shares.
+		clusterMTU := network.requestedMTU
 		if live != nil && live.networkMTU > 0 {
-			if v := rules.MTU(sn.Name, int(sn.Status.MTU), live.networkMTU); v != nil {
+			clusterMTU = live.networkMTU
+		}
+		if clusterMTU > 0 {
+			if v := rules.MTU(sn.Name, int(status.MTU), clusterMTU); v != nil {
 				errs = append(errs, v)
 			}
 		}
@@ -116,6 +134,133 @@ func (c *Checker) attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Grow runs the rules a nodegroup that is already attached needs when it
+// grows (replicas, the autoscaler's max size, its zones): capacity for the
+// new size against every other consumer of the subnet, and the MTU, so a
+// cloud that changed since the attach refuses the growth with the reason.
+// The caller decides what growth is (Grows).
+func (c *Checker) Grow(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
+	if err := c.grow(ctx, cluster, topology, value); err != nil {
+		return &NodegroupError{Topology: topology, Err: err}
+	}
+	return nil
+}
+
+func (c *Checker) grow(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
+	sn, err := c.sharedNetwork(ctx, value.Name)
+	if err != nil {
+		return err
+	}
+	status, err := c.Facts(ctx, sn)
+	if err != nil {
+		return err
+	}
+	subnet, v := rules.OneSubnet(sn.Name, status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
+	if v != nil {
+		return v
+	}
+	facts, _ := status.Subnet(subnet)
+	live, err := c.live(ctx, cluster, sn)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if live != nil && live.networkMTU > 0 {
+		if v := rules.MTU(sn.Name, int(status.MTU), live.networkMTU); v != nil {
+			errs = append(errs, v)
+		}
+	}
+	if err := c.capacity(ctx, cluster, topology, sn, subnet, facts, live); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// StillFits checks an attached nodegroup against the cloud as it is now:
+// the shared network's MTU against the cluster network's, and room on the
+// subnet for what every consumer may still take. The attachment controller
+// reports the answer (condition CloudFits) and never acts on it: a cloud that
+// changed must not wedge or roll a running cluster. It asks the cluster's
+// project for its network only; facts older than MaxFactAge are not judged
+// (nil).
+func (c *Checker) StillFits(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
+	sn, err := c.sharedNetwork(ctx, value.Name)
+	if err != nil || !c.fresh(sn) {
+		return nil
+	}
+	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
+	if v != nil {
+		return v
+	}
+	facts, _ := sn.Status.Subnet(subnet)
+	var errs []error
+	if c.Cloud != nil {
+		ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
+		defer cancel()
+		if session, osc, err := c.Cloud.ForCluster(ctx, cluster); err == nil && osc.Status.Network != nil && osc.Status.Network.ID != "" {
+			if network, err := session.Network(ctx, osc.Status.Network.ID); err == nil {
+				if v := rules.MTU(sn.Name, int(sn.Status.MTU), network.MTU); v != nil {
+					errs = append(errs, v)
+				}
+			}
+		}
+	}
+	if err := c.capacity(ctx, cluster, topology, sn, subnet, facts, nil); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Grows says whether nodegroup topology may take more of its shared subnet
+// in cluster than in old: a larger max size or more zones. A size that is
+// not a number is reported as an error naming the field.
+func Grows(old, cluster *clusterv1.Cluster, topology string) (bool, error) {
+	maxSize, zones, err := Size(cluster, topology)
+	if err != nil {
+		return false, &NodegroupError{Topology: topology, Err: err}
+	}
+	oldMax, oldZones, err := Size(old, topology)
+	if err != nil {
+		return true, nil // the old size was unreadable: check the new one
+	}
+	// Zones are the Cluster's in both: only the nodegroup's own change counts.
+	oldZones = rules.Zones(failureDomain(old, topology), len(cluster.Status.FailureDomains))
+	return rules.Consumer{MaxSize: maxSize, Zones: zones}.Need() > rules.Consumer{MaxSize: oldMax, Zones: oldZones}.Need(), nil
+}
+
+func failureDomain(cluster *clusterv1.Cluster, topology string) string {
+	for _, md := range cluster.Spec.Topology.Workers.MachineDeployments {
+		if md.Name == topology {
+			return md.FailureDomain
+		}
+	}
+	return ""
+}
+
+// NotReadyError says the cluster is not far enough for the check before the
+// share: it is retried, nothing is refused.
+type NotReadyError struct{ Reason string }
+
+func (e *NotReadyError) Error() string { return e.Reason }
+
+// BeforeShare runs every rule for a nodegroup about to be shared, on the
+// cluster as CAPO made it: the rules admission could not decide for a
+// Cluster being created (the cluster network's MTU, the project's port
+// quota, the same cloud) and the others again, on real facts. The
+// attachment controller calls it before it shares: a violation means no
+// share, no port and no rollout. A *NotReadyError while the cluster network
+// does not exist yet.
+func (c *Checker) BeforeShare(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
+	network, err := c.clusterNetwork(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if network.osc == nil || network.osc.Status.Network == nil || network.osc.Status.Network.ID == "" || cluster.Spec.InfrastructureRef.Name == "" {
+		return &NotReadyError{Reason: fmt.Sprintf("waiting for CAPO to create the cluster network (OpenStackCluster of cluster %s) before the rules can be checked", cluster.Name)}
+	}
+	return c.Attach(ctx, cluster, topology, value, All)
 }
 
 // sameCloud refuses a cluster whose credential the SharedNetwork's Keystone

@@ -35,11 +35,13 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 		}
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}}
+	now := metav1.Now()
 	sn := &sharednetv1.SharedNetwork{
 		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
 		Spec: sharednetv1.SharedNetworkSpec{NetworkID: "net-1", Subnets: []string{"subnet-1"},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
-		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: "subnet-1", CIDR: "172.16.5.0/24", FreeAddresses: 200}}},
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: "subnet-1", CIDR: "172.16.5.0/24", FreeAddresses: 200}},
+			LastRefreshTime: &now, Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: now}}},
 	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},

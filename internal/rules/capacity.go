@@ -2,40 +2,57 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
-// AutoscalerMaxSizeAnnotation is the cluster-autoscaler's max-size annotation
-// on a MachineDeployment (topology).
-const AutoscalerMaxSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+// FieldMaxSize is the autoscaler's max-size annotation of a MachineDeployment topology.
+const FieldMaxSize = "metadata.annotations[" + clusterv1.AutoscalerMaxSizeAnnotation + "]"
 
 // Consumer is one nodegroup using (or asking to use) a shared subnet.
 type Consumer struct {
 	Name     string // "<namespace>/<cluster>/<machineDeploymentTopology>"
 	MaxSize  int    // from MaxSize()
-	Zones    int    // availability zones it uses; 0 counts as 1
+	Zones    int    // availability zones it uses (Zones()); 0 counts as 1
 	Attached int    // addresses it already holds on the subnet (already counted as used in the subnet)
 }
 
-// MaxSize is the largest number of nodes a nodegroup can have: the
-// autoscaler's max-size annotation when set, else replicas, else 1. A bad
-// annotation value is an error naming it.
+// MaxSize is the largest number of nodes a nodegroup can have: CAPI's
+// autoscaler max-size annotation when set, else replicas, else 1. A value
+// that is not a node count (not a number, negative, or beyond what the
+// autoscaler's int32 sizes hold) is refused: wrapped into the sums below it
+// could turn a full subnet into a pass.
 func MaxSize(annotations map[string]string, replicas *int32) (int, error) {
-	if v, ok := annotations[AutoscalerMaxSizeAnnotation]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	if v, ok := annotations[clusterv1.AutoscalerMaxSizeAnnotation]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("annotation %s=%q is not a non-negative integer", AutoscalerMaxSizeAnnotation, v)
+			return 0, &Violation{Rule: RuleCapacity, Field: FieldMaxSize, Message: fmt.Sprintf(
+				"annotation %s=%q is not a node count; set it to a whole number from 0 to %d (the nodegroup's largest size)",
+				clusterv1.AutoscalerMaxSizeAnnotation, v, math.MaxInt32)}
 		}
-		return n, nil
+		return int(n), nil
 	}
 	if replicas != nil {
 		if *replicas < 0 {
-			return 0, fmt.Errorf("replicas %d is negative", *replicas)
+			return 0, &Violation{Rule: RuleCapacity, Field: "replicas", Message: fmt.Sprintf("replicas %d is negative; set 0 or more", *replicas)}
 		}
 		return int(*replicas), nil
 	}
 	return 1, nil
+}
+
+// Zones is how many availability zones a nodegroup's nodes land in: its
+// MachineDeployment topology's failure domain when set (one), else every
+// failure domain the cluster reports (CAPI spreads the nodegroup over them),
+// and one for a cluster that reports none.
+func Zones(failureDomain string, clusterFailureDomains int) int {
+	if failureDomain != "" {
+		return 1
+	}
+	return max(clusterFailureDomains, 1)
 }
 
 func (c Consumer) zones() int { return max(c.Zones, 1) }
@@ -72,7 +89,7 @@ func Capacity(in CapacityInput) *Violation {
 	for _, o := range in.Others {
 		if h := o.Headroom(); h > 0 {
 			reserved += h
-			others = append(others, fmt.Sprintf("%s: %d", o.Name, h))
+			others = append(others, fmt.Sprintf("%s holds %d and may take %d more", o.Name, o.Attached, h))
 		}
 	}
 	if in.FreeAddresses < need+reserved {

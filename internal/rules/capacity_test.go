@@ -3,6 +3,8 @@ package rules
 import (
 	"strings"
 	"testing"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -15,14 +17,18 @@ func TestMaxSize(t *testing.T) {
 		want        int
 		wantErr     string
 	}{
-		{name: "the autoscaler's max size wins over replicas", annotations: map[string]string{AutoscalerMaxSizeAnnotation: "10"}, replicas: ptr[int32](3), want: 10},
+		{name: "the autoscaler's max size wins over replicas", annotations: map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "10"}, replicas: ptr[int32](3), want: 10},
 		{name: "replicas without the autoscaler", replicas: ptr[int32](3), want: 3},
 		{name: "zero replicas", replicas: ptr[int32](0), want: 0},
 		{name: "neither counts as one node", want: 1},
 		{name: "other annotations are ignored", annotations: map[string]string{"foo": "bar"}, replicas: ptr[int32](2), want: 2},
-		{name: "a bad annotation is an error naming it", annotations: map[string]string{AutoscalerMaxSizeAnnotation: "ten"}, replicas: ptr[int32](3),
-			wantErr: AutoscalerMaxSizeAnnotation + `="ten"`},
-		{name: "a negative annotation is an error", annotations: map[string]string{AutoscalerMaxSizeAnnotation: "-1"}, wantErr: `"-1"`},
+		{name: "a bad annotation is an error naming it", annotations: map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "ten"}, replicas: ptr[int32](3),
+			wantErr: clusterv1.AutoscalerMaxSizeAnnotation + `="ten"`},
+		{name: "a negative annotation is an error", annotations: map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "-1"}, wantErr: `"-1"`},
+		// Parsed as int64 and summed, this would wrap to a negative need and pass.
+		{name: "a max size beyond int32 is refused, not wrapped", annotations: map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"},
+			wantErr: `"9223372036854775807" is not a node count; set it to a whole number from 0 to 2147483647`},
+		{name: "the largest int32 is a size", annotations: map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "2147483647"}, want: 2147483647},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +67,26 @@ func TestConsumerNeed(t *testing.T) {
 	}
 }
 
+func TestZones(t *testing.T) {
+	tests := []struct {
+		name          string
+		failureDomain string
+		cluster       int
+		want          int
+	}{
+		{"a nodegroup pinned to one failure domain uses one zone", "az-1", 3, 1},
+		{"a nodegroup without one spreads over the cluster's failure domains", "", 3, 3},
+		{"a cluster that reports no failure domain is one zone", "", 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Zones(tt.failureDomain, tt.cluster); got != tt.want {
+				t.Errorf("Zones(%q, %d) = %d, want %d", tt.failureDomain, tt.cluster, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestCapacity(t *testing.T) {
 	newMD := Consumer{Name: "team-a/prod/md-a", MaxSize: 10, Zones: 3} // needs 13
 	others := []Consumer{
@@ -83,10 +109,10 @@ func TestCapacity(t *testing.T) {
 			in: CapacityInput{Subnet: "sub-1", FreeAddresses: 20, New: newMD, Others: others}},
 		{name: "several consumers share one subnet: the others' headroom counts",
 			in:       CapacityInput{Subnet: "sub-1", FreeAddresses: 19, New: newMD, Others: others},
-			wantRule: RuleCapacity, wantIn: []string{"19 free", "needs 13", "reserve 7", "team-a/prod/md-b: 2", "team-b/stage/md-0: 5"}},
+			wantRule: RuleCapacity, wantIn: []string{"19 free", "needs 13", "reserve 7", "team-a/prod/md-b holds 4 and may take 2 more", "team-b/stage/md-0 holds 0 and may take 5 more"}},
 		{name: "the autoscaler's max size, not replicas, is what counts",
 			in: func() CapacityInput {
-				maxSize, _ := MaxSize(map[string]string{AutoscalerMaxSizeAnnotation: "20"}, ptr[int32](2))
+				maxSize, _ := MaxSize(map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "20"}, ptr[int32](2))
 				return CapacityInput{Subnet: "sub-1", FreeAddresses: 10, New: Consumer{Name: "ns/c/md", MaxSize: maxSize, Zones: 1}}
 			}(),
 			wantRule: RuleCapacity, wantIn: []string{"needs 21", "max size 20"}},
@@ -97,6 +123,12 @@ func TestCapacity(t *testing.T) {
 		{name: "the cluster project's port quota is too small",
 			in:       CapacityInput{Subnet: "sub-1", FreeAddresses: 100, New: newMD, PortQuotaFree: ptr(12)},
 			wantRule: RuleCapacity, wantIn: []string{"port quota", "12 more ports", "needs 13"}},
+		{name: "the largest max size a nodegroup may have is compared, not wrapped",
+			in: func() CapacityInput {
+				maxSize, _ := MaxSize(map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "2147483647"}, nil)
+				return CapacityInput{Subnet: "sub-1", FreeAddresses: 250, New: Consumer{Name: "ns/c/md", MaxSize: maxSize, Zones: 3}, Others: []Consumer{{Name: "ns/d/md", MaxSize: maxSize, Zones: 3}}}
+			}(),
+			wantRule: RuleCapacity, wantIn: []string{"250 free", "needs 2147483650"}},
 		{name: "an unknown port quota is not checked",
 			in: CapacityInput{Subnet: "sub-1", FreeAddresses: 13, New: newMD}},
 	}

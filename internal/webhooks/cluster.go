@@ -1,6 +1,8 @@
 // Package webhooks holds the admission webhook on Clusters that runs the
-// preflight rules whenever a nodegroup's `sharedNetwork` value is set,
-// changed or removed, so bad input is refused before anything changes.
+// preflight rules on every path that can make a nodegroup need what the
+// cloud cannot give: a `sharedNetwork` value set (also at creation), changed
+// or removed, an attached nodegroup's growth and a version change, so bad
+// input is refused before anything changes.
 package webhooks
 
 import (
@@ -92,6 +94,17 @@ func (v *ClusterValidator) validate(ctx context.Context, old, cluster *clusterv1
 	for _, topology := range sortedKeys(now) {
 		prev, had := before[topology]
 		if had && prev == now[topology] {
+			// An attached nodegroup that may take more addresses (replicas,
+			// the autoscaler's max size, its failure domain) is checked for
+			// room on the subnet: nodes without an address never join.
+			grows, err := preflight.Grows(old, cluster, topology)
+			if err != nil {
+				errs = append(errs, err)
+			} else if grows {
+				if err := v.Checker.Grow(ctx, cluster, topology, now[topology]); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			continue
 		}
 		if had && prev.Name != now[topology].Name {

@@ -180,6 +180,11 @@ type Project struct {
 	// TokenProject is the project Keystone says its token is for; ID when empty
 	// (a Keystone that lies in its answer makes them differ).
 	TokenProject string
+	// OpenStackCluster is what ForCluster returns for the cluster (an empty
+	// one when nil: no cluster network yet).
+	OpenStackCluster *infrav1.OpenStackCluster
+	// PortQuota is the project's port quota; unlimited when nil.
+	PortQuota *openstack.Quota
 }
 
 var (
@@ -287,8 +292,11 @@ func (p *Project) AddressesOnNetwork(context.Context, string) (map[string][]neti
 	return map[string][]netip.Addr{}, p.Cloud.call("AddressesOnNetwork")
 }
 
-// Ports implements openstack.PortQuota: unlimited.
+// Ports implements openstack.PortQuota: PortQuota, unlimited when nil.
 func (p *Project) Ports(context.Context) (openstack.Quota, error) {
+	if p.PortQuota != nil {
+		return *p.PortQuota, p.Cloud.call("Ports")
+	}
 	return openstack.Quota{Limit: -1}, p.Cloud.call("Ports")
 }
 
@@ -452,6 +460,9 @@ func (c *Clouds) ForCluster(_ context.Context, cluster *clusterv1.Cluster) (open
 	p, ok := c.Clusters[cluster.Namespace+"/"+cluster.Name]
 	if !ok {
 		return nil, nil, fmt.Errorf("fakecloud: no project for cluster %s/%s", cluster.Namespace, cluster.Name)
+	}
+	if p.OpenStackCluster != nil {
+		return p, p.OpenStackCluster, nil
 	}
 	return p, &infrav1.OpenStackCluster{}, nil
 }

@@ -1,0 +1,81 @@
+// Package networkfacts reads what the rules need to know about a
+// SharedNetwork's network from Neutron, with the VM project's credential.
+// The SharedNetwork controller keeps the result in status; admission reads
+// it live when that status is too old to decide on.
+package networkfacts
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+)
+
+// Cloud is what reading the facts takes from the VM project.
+type Cloud interface {
+	openstack.NetworkFacts
+	Shares(ctx context.Context, networkID string) (map[string]string, error)
+}
+
+// SubnetsNotOnNetworkError says spec.subnets names subnets the network does not have.
+type SubnetsNotOnNetworkError struct {
+	Network string
+	Missing []string
+}
+
+func (e *SubnetsNotOnNetworkError) Error() string {
+	return fmt.Sprintf("subnet(s) %v of spec.subnets are not on network %s; remove them from spec.subnets or fix their IDs", e.Missing, e.Network)
+}
+
+// Read asks Neutron, in four requests whatever the number of subnets: the
+// network, its subnets, its ports and its shares. The facts of the subnets
+// that exist are returned with a *SubnetsNotOnNetworkError for the others.
+func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (sharednetv1.SharedNetworkStatus, error) {
+	var out sharednetv1.SharedNetworkStatus
+	network, err := cloud.Network(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	subnets, err := cloud.Subnets(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	addresses, err := cloud.AddressesOnNetwork(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	shares, err := cloud.Shares(ctx, sn.Spec.NetworkID)
+	if err != nil {
+		return out, err
+	}
+	out.MTU = int32(network.MTU) //nolint:gosec // MTUs fit
+	var missing []string
+	for _, id := range sn.Spec.Subnets {
+		i := slices.IndexFunc(subnets, func(s openstack.Subnet) bool { return s.ID == id })
+		if i < 0 {
+			missing = append(missing, id)
+			continue
+		}
+		s := subnets[i]
+		status := sharednetv1.SubnetStatus{
+			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion), //nolint:gosec // 4 or 6
+			UsedAddresses: openstack.UsedInPools(s.AllocationPools, addresses[s.ID]),
+			FreeAddresses: openstack.FreeAddresses(s.AllocationPools, addresses[s.ID]),
+		}
+		for _, p := range s.AllocationPools {
+			status.AllocationPools = append(status.AllocationPools, sharednetv1.AllocationPool{Start: p.Start.String(), End: p.End.String()})
+		}
+		out.Subnets = append(out.Subnets, status)
+	}
+	for project, policy := range shares {
+		out.Shares = append(out.Shares, sharednetv1.Share{ProjectID: project, RBACPolicyID: policy})
+	}
+	sort.Slice(out.Shares, func(i, j int) bool { return out.Shares[i].ProjectID < out.Shares[j].ProjectID })
+	if len(missing) > 0 {
+		return out, &SubnetsNotOnNetworkError{Network: sn.Spec.NetworkID, Missing: missing}
+	}
+	return out, nil
+}
