@@ -79,6 +79,15 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
 		})).
+		// A SharedNetwork's new facts (an administrator fixed its MTU or
+		// pool) let a refused attach go on, and a cloud that changed shows.
+		Watches(&sharednetv1.SharedNetwork{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			var out []reconcile.Request
+			for _, c := range o.(*sharednetv1.SharedNetwork).Status.Consumers {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Cluster}})
+			}
+			return out
+		})).
 		Watches(&clusterv1.MachineDeployment{}, byClusterLabel).
 		Watches(&clusterv1.Machine{}, byClusterLabel).
 		Watches(&infrav1.OpenStackMachine{}, byClusterLabel).

@@ -3,19 +3,22 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -34,17 +37,26 @@ import (
 )
 
 const (
-	vmNetworkID = "2b1d0c5e-6f3a-4c1e-9d2b-0a1b2c3d4e5f"
-	vmSubnet    = "7c9e6679-7425-40de-944b-e07fc1f90ae7" // 172.30.0.0/24: overlaps nothing
-	// Subnets of one network that overlap the cluster, one per range.
-	podsSubnet     = "11111111-1111-4111-8111-111111111111" // 192.168.10.0/24 in pods 192.168.0.0/16
-	servicesSubnet = "22222222-2222-4222-8222-222222222222" // 10.96.5.0/24 in kubeadm's default 10.96.0.0/12
-	nodesSubnet    = "33333333-3333-4333-8333-333333333333" // 10.6.0.0/25 in the node subnet 10.6.0.0/24
-	twoSubnetsA    = "44444444-4444-4444-8444-444444444444"
-	twoSubnetsB    = "55555555-5555-4555-8555-555555555555"
-
 	grantLabel = "sharednet.capo.io/vm-net"
 	podCIDR    = "192.168.0.0/16"
+)
+
+// The administrator's networks: real networks of the test bed's VM project,
+// made once per run by createSharedNetworks.
+var (
+	vmNetworkID string
+	vmSubnet    string // vm-net: 172.30.0.0/24, overlaps nothing
+	// vm-bad: one subnet per range of the cluster it overlaps.
+	podsSubnet     string // 192.168.10.0/24 in pods 192.168.0.0/16
+	servicesSubnet string // 10.96.5.0/24 in kubeadm's default 10.96.0.0/12
+	nodesSubnet    string // 10.6.0.0/25 in the node subnet 10.6.0.0/24
+	// vm-two: two subnets.
+	twoSubnetsA, twoSubnetsB string
+	// vm-small: 172.28.0.0/24 with 4 addresses in its allocation pool.
+	smallSubnet string
+
+	fixtureOnce sync.Once
+	fixtureErr  error
 )
 
 // nodegroup is what a rollout changes, by name and UID.
@@ -66,7 +78,7 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 	ctx := context.Background()
 
 	ns := grantedNamespace(ctx, g)
-	createSharedNetworks(ctx, g, ns)
+	createSharedNetworks(ctx, t)
 	class := "shared-network"
 	cluster, initial := clusterOfTheExtension(ctx, t, ns, class, "c1")
 	g.Expect(ports(ctx, g, ns, initial.Nodegroups["md-a"].Template)).To(BeEmpty())
@@ -188,6 +200,76 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 			g.Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("version"), ContainSubstring("v1.34.3"), ContainSubstring("v1.35.0")))
 			g.Expect(apiGet(ctx, client.ObjectKeyFromObject(c2), &clusterv1.Cluster{})).NotTo(Succeed(), "nothing was created")
 		})
+
+		t.Run("a new cluster whose nodeCIDR variable is the shared subnet", func(t *testing.T) {
+			g := NewWithT(t)
+			// The overlap is checked against what the ClusterClass patches
+			// the variable into, not the template's default.
+			c3 := testenv.Cluster(ns, "c3", class, "md-a")
+			c3.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
+			c3.Spec.Topology.Variables = append(c3.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: "nodeCIDR", Value: apiextensionsv1.JSON{Raw: []byte(`"172.30.0.0/24"`)}})
+			override("md-a", fmt.Sprintf(`{"name":"vm-net","subnet":%q}`, vmSubnet))(c3)
+			err := env.Client.Create(ctx, c3)
+			g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("overlap:"), ContainSubstring("172.30.0.0/24"), ContainSubstring("node"))))
+			g.Expect(apiGet(ctx, client.ObjectKeyFromObject(c3), &clusterv1.Cluster{})).NotTo(Succeed(), "nothing was created")
+
+			// The same cluster with a node subnet of its own is admitted.
+			c3.Spec.Topology.Variables[len(c3.Spec.Topology.Variables)-1].Value.Raw = []byte(`"10.7.0.0/24"`)
+			g.Expect(env.Client.Create(ctx, c3)).To(Succeed())
+			g.Expect(env.Client.Delete(ctx, c3)).To(Succeed())
+		})
+
+		t.Run("growing an attached nodegroup past the room on its subnet is refused with the numbers; nothing rolls", func(t *testing.T) {
+			g := NewWithT(t)
+			// vm-small's pool has 4 addresses: md-b at 1 replica in 1 zone needs 2.
+			setValue(ctx, g, cluster, "md-b", fmt.Sprintf(`{"name":"vm-small","subnet":%q}`, smallSubnet))
+			before := observe(ctx, g, cluster)
+			for _, tc := range []struct {
+				name   string
+				change func(*clusterv1.Cluster)
+				want   []string
+			}{{
+				name:   "replicas 1 -> 6",
+				change: func(c *clusterv1.Cluster) { topologyOf(c, "md-b").Replicas = ptr.To[int32](6) },
+				want:   []string{`"md-b"`, "capacity:", "has 4 free addresses", "needs 7 (max size 6 + 1 availability zone(s))", "3 more addresses"},
+			}, {
+				name: "the autoscaler's max size 10",
+				change: func(c *clusterv1.Cluster) {
+					md := topologyOf(c, "md-b")
+					md.Replicas = nil
+					md.Metadata.Annotations = map[string]string{clusterv1.AutoscalerMinSizeAnnotation: "1", clusterv1.AutoscalerMaxSizeAnnotation: "10"}
+				},
+				want: []string{`"md-b"`, "capacity:", "has 4 free addresses", "needs 11 (max size 10 + 1"},
+			}, {
+				name: "a max size that would wrap around",
+				change: func(c *clusterv1.Cluster) {
+					topologyOf(c, "md-b").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"}
+				},
+				want: []string{`"md-b"`, "capacity:", `"9223372036854775807" is not a node count`},
+			}} {
+				t.Run(tc.name, func(t *testing.T) {
+					g := NewWithT(t)
+					err := updateCluster(ctx, cluster, tc.change)
+					g.Expect(err).To(HaveOccurred(), "want the growth refused")
+					for _, w := range tc.want {
+						g.Expect(err.Error()).To(ContainSubstring(w))
+					}
+					latest := &clusterv1.Cluster{}
+					g.Expect(apiGet(ctx, client.ObjectKeyFromObject(cluster), latest)).To(Succeed())
+					g.Expect(topologyOf(latest, "md-b").Replicas).To(Equal(ptr.To[int32](1)), "the Cluster is as it was")
+					g.Consistently(func(g Gomega) {
+						g.Expect(observe(ctx, g, cluster)).To(Equal(before), "no new MachineSet, no template rotation")
+					}, time.Second, 250*time.Millisecond).Should(Succeed())
+				})
+			}
+			// Shrinking is never refused.
+			g.Expect(updateCluster(ctx, cluster, func(c *clusterv1.Cluster) { topologyOf(c, "md-b").Replicas = ptr.To[int32](0) })).To(Succeed())
+			g.Expect(updateCluster(ctx, cluster, func(c *clusterv1.Cluster) {
+				md := topologyOf(c, "md-b")
+				md.Replicas = ptr.To[int32](1)
+				md.Variables.Overrides = nil
+			})).To(Succeed())
+		})
 	})
 
 	t.Run("removing the variable rolls md-a exactly once more, back to no shared port", func(t *testing.T) {
@@ -223,14 +305,17 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 func clusterOfTheExtension(ctx context.Context, t *testing.T, ns, class, name string) (*clusterv1.Cluster, state) {
 	g := NewWithT(t)
 	clusterIdentity(ctx, t, ns, class)
-	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
+	objs := testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
 		Name: "shared-network",
 		External: &clusterv1.ExternalPatchDefinition{
 			GeneratePatchesExtension:   "generate-patches." + extensionConfigName,
 			ValidateTopologyExtension:  "validate-topology." + extensionConfigName,
 			DiscoverVariablesExtension: "discover-variables." + extensionConfigName,
 		},
-	})...)).To(Succeed())
+	}, nodeSubnetPatch)
+	cc := objs[len(objs)-1].(*clusterv1.ClusterClass)
+	cc.Spec.Variables = append(cc.Spec.Variables, nodeCIDRVariable)
+	g.Expect(env.CreateObjects(ctx, objs...)).To(Succeed())
 	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
 	cluster := testenv.Cluster(ns, name, class, "md-a", "md-b")
 	cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
@@ -245,6 +330,19 @@ func clusterOfTheExtension(ctx context.Context, t *testing.T, ns, class, name st
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 	return cluster, initial
 }
+
+// nodeCIDRVariable and nodeSubnetPatch set the node subnet CAPO creates, as
+// templates/clusterclass-shared-network.yaml does.
+var (
+	nodeCIDRVariable = clusterv1.ClusterClassVariable{Name: "nodeCIDR", Required: ptr.To(false), Schema: clusterv1.VariableSchema{
+		OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"10.6.0.0/24"`)}}}}
+	nodeSubnetPatch = clusterv1.ClusterClassPatch{Name: "nodeSubnet", Definitions: []clusterv1.PatchDefinition{{
+		Selector: clusterv1.PatchSelector{APIVersion: infrav1.SchemeGroupVersion.String(), Kind: "OpenStackClusterTemplate",
+			MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)}},
+		JSONPatches: []clusterv1.JSONPatch{{Op: "replace", Path: "/spec/template/spec/managedSubnets",
+			ValueFrom: &clusterv1.JSONPatchValue{Template: "- cidr: {{ .nodeCIDR | quote }}"}}},
+	}}}
+)
 
 // clusterIdentity writes the identityRef Secret the harness's
 // OpenStackClusterTemplate names (<class>-cloud-config, cloud "openstack")
@@ -273,59 +371,90 @@ func grantedNamespace(ctx context.Context, g Gomega) string {
 	return ns
 }
 
-// createSharedNetworks creates the administrator's SharedNetworks with the
-// status their controller would read from Neutron.
-func createSharedNetworks(ctx context.Context, g Gomega, ns string) {
-	// Their VM project is the test bed's (when it runs): admission asks its
-	// Keystone to vouch for the cluster's project. The network is made up,
-	// so the SharedNetwork controller keeps the facts written below.
-	if path := os.Getenv(testbed.CloudsEnv); path != "" {
-		clouds, err := os.ReadFile(filepath.Clean(path))
-		g.Expect(err).NotTo(HaveOccurred())
-		err = env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project"},
-			Data: map[string][]byte{openstack.CloudsSecretKey: clouds}})
-		g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
-	}
+// createSharedNetworks creates the administrator's SharedNetworks over real
+// networks of the test bed's VM project and waits until their controller has
+// read the facts from Neutron: admission decides on fresh facts only.
+func createSharedNetworks(ctx context.Context, t testing.TB) {
+	t.Helper()
+	g := NewWithT(t)
+	clouds := testbed.CloudsYAML(t) // skips without the test bed
+	vm := testbed.NewClients(t, testbed.VMProject)
+	fixtureOnce.Do(func() { fixtureErr = makeNetworks(ctx, vm.Network) })
+	g.Expect(fixtureErr).NotTo(HaveOccurred())
+
+	err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project"},
+		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}})
+	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	granted := &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}}
-	subnet := func(id, cidr string) sharednetv1.SubnetStatus {
-		return sharednetv1.SubnetStatus{ID: id, CIDR: cidr, IPVersion: 4, FreeAddresses: 200}
-	}
 	for _, sn := range []struct {
-		name     string
-		selector *metav1.LabelSelector
-		subnets  []sharednetv1.SubnetStatus
+		name, network string
+		selector      *metav1.LabelSelector
+		subnets       []string
 	}{
-		{"vm-net", granted, []sharednetv1.SubnetStatus{subnet(vmSubnet, "172.30.0.0/24")}},
-		{"vm-bad", granted, []sharednetv1.SubnetStatus{subnet(podsSubnet, "192.168.10.0/24"), subnet(servicesSubnet, "10.96.5.0/24"), subnet(nodesSubnet, "10.6.0.0/25")}},
-		{"vm-two", granted, []sharednetv1.SubnetStatus{subnet(twoSubnetsA, "172.31.0.0/24"), subnet(twoSubnetsB, "172.31.1.0/24")}},
-		{"vm-restricted", &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}}, []sharednetv1.SubnetStatus{subnet("66666666-6666-4666-8666-666666666666", "172.29.0.0/24")}},
+		{"vm-net", vmNetworkID, granted, []string{vmSubnet}},
+		{"vm-bad", networkOf[podsSubnet], granted, []string{podsSubnet, servicesSubnet, nodesSubnet}},
+		{"vm-two", networkOf[twoSubnetsA], granted, []string{twoSubnetsA, twoSubnetsB}},
+		{"vm-small", networkOf[smallSubnet], granted, []string{smallSubnet}},
+		{"vm-restricted", networkOf[restrictedSubnet], &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}}, []string{restrictedSubnet}},
 	} {
 		obj := &sharednetv1.SharedNetwork{
 			ObjectMeta: metav1.ObjectMeta{Name: sn.name},
 			Spec: sharednetv1.SharedNetworkSpec{
-				Identity:          sharednetv1.VMProjectIdentity{SecretName: "vm-project", CloudName: "vm-project"},
-				NetworkID:         vmNetworkID,
+				Identity:          sharednetv1.VMProjectIdentity{SecretName: "vm-project", CloudName: testbed.VMProject},
+				NetworkID:         sn.network,
+				Subnets:           sn.subnets,
 				NamespaceSelector: sn.selector,
 			},
 		}
-		for _, s := range sn.subnets {
-			obj.Spec.Subnets = append(obj.Spec.Subnets, s.ID)
-		}
-		if err := env.Client.Create(ctx, obj); err != nil {
-			g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
-			continue
-		}
-		// The SharedNetwork controller (with no credential for these) writes
-		// status too: retry on conflicts; it keeps facts it cannot refresh.
-		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-				return err
-			}
-			obj.Status.MTU, obj.Status.Subnets = 1450, sn.subnets
-			return env.Client.Status().Update(ctx, obj)
-		})).To(Succeed())
+		g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, obj))).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(obj.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue(), "%+v", obj.Status.Conditions)
+			g.Expect(obj.Status.Subnets).To(HaveLen(len(sn.subnets)))
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 	}
-	_ = ns
+}
+
+var (
+	restrictedSubnet string                // vm-restricted: 172.29.0.0/24, granted to no test namespace
+	networkOf        = map[string]string{} // subnet ID -> network ID
+)
+
+// makeNetworks creates the networks and subnets of the SharedNetworks.
+func makeNetworks(ctx context.Context, c *gophercloud.ServiceClient) error {
+	for _, n := range []struct {
+		name    string
+		network *string
+		subnets map[string]*string // CIDR -> ID
+		pool    *subnets.AllocationPool
+	}{
+		{name: "vm-net", network: &vmNetworkID, subnets: map[string]*string{"172.30.0.0/24": &vmSubnet}},
+		{name: "vm-bad", subnets: map[string]*string{"192.168.10.0/24": &podsSubnet, "10.96.5.0/24": &servicesSubnet, "10.6.0.0/25": &nodesSubnet}},
+		{name: "vm-two", subnets: map[string]*string{"172.31.0.0/24": &twoSubnetsA, "172.31.1.0/24": &twoSubnetsB}},
+		{name: "vm-small", subnets: map[string]*string{"172.28.0.0/24": &smallSubnet}, pool: &subnets.AllocationPool{Start: "172.28.0.10", End: "172.28.0.13"}},
+		{name: "vm-restricted", subnets: map[string]*string{"172.29.0.0/24": &restrictedSubnet}},
+	} {
+		network, err := networks.Create(ctx, c, networks.CreateOpts{Name: "integration-" + n.name}).Extract()
+		if err != nil {
+			return fmt.Errorf("network %s: %w", n.name, err)
+		}
+		if n.network != nil {
+			*n.network = network.ID
+		}
+		for cidr, id := range n.subnets {
+			opts := subnets.CreateOpts{NetworkID: network.ID, CIDR: cidr, IPVersion: 4, EnableDHCP: ptr.To(false)}
+			if n.pool != nil {
+				opts.AllocationPools = []subnets.AllocationPool{*n.pool}
+			}
+			s, err := subnets.Create(ctx, c, opts).Extract()
+			if err != nil {
+				return fmt.Errorf("subnet %s of %s: %w", cidr, n.name, err)
+			}
+			*id = s.ID
+			networkOf[s.ID] = network.ID
+		}
+	}
+	return nil
 }
 
 // establishShare records the share as the attachment controller does once
@@ -359,6 +488,15 @@ func nudge(ctx context.Context, g Gomega, cluster *clusterv1.Cluster) {
 		}
 		c.Annotations["sharednet.capo.io/nudge"] = time.Now().Format(time.RFC3339Nano)
 	})).To(Succeed())
+}
+
+func topologyOf(c *clusterv1.Cluster, topology string) *clusterv1.MachineDeploymentTopology {
+	for i := range c.Spec.Topology.Workers.MachineDeployments {
+		if c.Spec.Topology.Workers.MachineDeployments[i].Name == topology {
+			return &c.Spec.Topology.Workers.MachineDeployments[i]
+		}
+	}
+	panic("no MachineDeployment topology " + topology)
 }
 
 func override(topology, value string) func(*clusterv1.Cluster) {
@@ -431,7 +569,7 @@ func apiGet(ctx context.Context, key client.ObjectKey, obj client.Object) error 
 func TestAClusterOfAnotherKeystoneIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	createSharedNetworks(ctx, g, "")
+	createSharedNetworks(ctx, t)
 	ns := grantedNamespace(ctx, g)
 	c, initial := clusterOfTheExtension(ctx, t, ns, "foreign", "c-foreign")
 

@@ -19,19 +19,22 @@ import (
 )
 
 // clusterSubnet is the cluster's own subnet in the policy tests; the shared
-// network of vmSubnet and a port of the cluster's project on it.
+// network of guardedSubnet and a port of the cluster's project on it.
 const (
-	clusterSubnet   = "c0c0c0c0-0000-4000-8000-000000000001"
-	sharedNetworkID = "c0c0c0c0-0000-4000-8000-0000000000aa"
-	sharedPortID    = "c0c0c0c0-0000-4000-8000-0000000000bb"
+	// The shared subnets the policy guards (IDs only: no network behind them).
+	guardedSubnet      = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	otherGuardedSubnet = "44444444-4444-4444-8444-444444444444"
+	clusterSubnet      = "c0c0c0c0-0000-4000-8000-000000000001"
+	sharedNetworkID    = "c0c0c0c0-0000-4000-8000-0000000000aa"
+	sharedPortID       = "c0c0c0c0-0000-4000-8000-0000000000bb"
 )
 
 // installPolicy installs the policy, its binding and its parameters (shared
-// subnets vmSubnet and twoSubnetsA, cluster subnet clusterSubnet) for the
+// subnets guardedSubnet and otherGuardedSubnet, cluster subnet clusterSubnet) for the
 // test, as the controller does in a workload cluster.
 func installPolicy(ctx context.Context, t *testing.T, g Gomega) {
 	t.Helper()
-	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{vmSubnet, twoSubnetsA}, SharedNetworks: []string{sharedNetworkID},
+	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{guardedSubnet, otherGuardedSubnet}, SharedNetworks: []string{sharedNetworkID},
 		SharedPorts: []string{sharedPortID}, ClusterSubnet: clusterSubnet})
 	for _, obj := range []client.Object{params, policy, binding} {
 		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
@@ -46,7 +49,7 @@ func installPolicy(ctx context.Context, t *testing.T, g Gomega) {
 // correctAnnotations are the seed's three annotations, right.
 func correctAnnotations() map[string]string {
 	return map[string]string{
-		guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmSubnet, guardrails.MemberSubnetAnnotation: clusterSubnet,
+		guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: guardedSubnet, guardrails.MemberSubnetAnnotation: clusterSubnet,
 	}
 }
 
@@ -100,14 +103,14 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(And(ContainSubstring(guardrails.MemberSubnetAnnotation), ContainSubstring(clusterSubnet), ContainSubstring("every request fails")))
 		wrong := without(guardrails.MemberSubnetAnnotation)
-		wrong[guardrails.MemberSubnetAnnotation] = vmSubnet
+		wrong[guardrails.MemberSubnetAnnotation] = guardedSubnet
 		g.Expect(env.Client.Create(ctx, service("wrong-members", wrong))).NotTo(Succeed())
 	})
 	t.Run("the correct Service is accepted, and its annotations cannot be edited", func(t *testing.T) {
 		g := NewWithT(t)
 		svc := service("my-service", correct)
 		g.Expect(env.Client.Create(ctx, svc)).To(Succeed())
-		svc.Annotations[guardrails.SubnetAnnotation] = twoSubnetsA // another shared subnet: valid, but read only at creation
+		svc.Annotations[guardrails.SubnetAnnotation] = otherGuardedSubnet // another shared subnet: valid, but read only at creation
 		err := env.Client.Update(ctx, svc)
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring("delete this object and create it again"))
@@ -206,7 +209,7 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 	t.Run("a load balancer that cannot reach the nodes is refused", func(t *testing.T) {
 		for name, annotations := range map[string]map[string]string{
 			"members-missing":        with(correct, guardrails.MemberSubnetAnnotation, ""),
-			"members-on-shared":      with(correct, guardrails.MemberSubnetAnnotation, vmSubnet),
+			"members-on-shared":      with(correct, guardrails.MemberSubnetAnnotation, guardedSubnet),
 			"members-somewhere-else": with(correct, guardrails.MemberSubnetAnnotation, "c0c0c0c0-0000-4000-8000-000000000009"),
 		} {
 			g := NewWithT(t)
@@ -220,11 +223,11 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(create("edited", correct)).To(Succeed())
 		for what, annotations := range map[string]map[string]string{
-			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, twoSubnetsA),
+			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, otherGuardedSubnet),
 			"subnet removed":         with(correct, guardrails.SubnetAnnotation, ""),
 			"internal changed":       with(correct, guardrails.InternalAnnotation, "false"),
 			"internal removed":       with(correct, guardrails.InternalAnnotation, ""),
-			"members changed":        with(correct, guardrails.MemberSubnetAnnotation, vmSubnet),
+			"members changed":        with(correct, guardrails.MemberSubnetAnnotation, guardedSubnet),
 			"members removed":        with(correct, guardrails.MemberSubnetAnnotation, ""),
 			"all removed":            {},
 			"infrastructure removed": nil,
@@ -237,7 +240,7 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 		}
 		// Where no other rule is broken, the message is the one about editing.
 		for what, annotations := range map[string]map[string]string{
-			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, twoSubnetsA),
+			"subnet changed to another shared subnet": with(correct, guardrails.SubnetAnnotation, otherGuardedSubnet),
 			"subnet removed": with(correct, guardrails.SubnetAnnotation, ""),
 			"all removed":    {},
 		} {
@@ -253,7 +256,7 @@ func TestGuardrailsPolicyJudgesGateways(t *testing.T) {
 		err := update("public-first", correct)
 		g.Expect(err).To(HaveOccurred(), "all three added")
 		g.Expect(err.Error()).To(ContainSubstring("delete this object and create it again"), "all three added")
-		g.Expect(update("public-first", map[string]string{guardrails.SubnetAnnotation: vmSubnet})).NotTo(Succeed(), "subnet added")
+		g.Expect(update("public-first", map[string]string{guardrails.SubnetAnnotation: guardedSubnet})).NotTo(Succeed(), "subnet added")
 	})
 	t.Run("Gateways not on a shared subnet are not touched", func(t *testing.T) {
 		g := NewWithT(t)

@@ -66,7 +66,7 @@ func TestValidateTopologyIsTheBackstopOfAdmission(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := grantedNamespace(ctx, g)
-	createSharedNetworks(ctx, g, ns)
+	createSharedNetworks(ctx, t)
 	class := "backstop"
 	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class)...)).To(Succeed())
 	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
@@ -120,7 +120,7 @@ func TestGeneratePatchesIgnoresAClusterLevelValueAndWaitsForTheShare(t *testing.
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := grantedNamespace(ctx, g)
-	createSharedNetworks(ctx, g, ns)
+	createSharedNetworks(ctx, t)
 	h := handlersOnCache(t)
 	value := variable(sharednetv1.VariableName, map[string]string{"name": "vm-net", "subnet": vmSubnet})
 
@@ -159,7 +159,7 @@ func BenchmarkGeneratePatches(b *testing.B) {
 	g := NewWithT(b)
 	ctx := context.Background()
 	ns := grantedNamespace(ctx, g)
-	createSharedNetworks(ctx, g, ns)
+	createSharedNetworks(ctx, b)
 	h := handlersOnCache(b)
 	const clusterName = "c-bench"
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName}}

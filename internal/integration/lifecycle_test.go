@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/mtu"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -135,11 +138,87 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 	controller := startAttachmentController(t)
 	t.Cleanup(func() { controller.stop() })
 
+	// The cluster network CAPO makes, in the cluster's project; its MTU is
+	// Neutron's default, as the VM network's is.
+	cn, err := networks.Create(ctx, cluster.Network, networks.CreateOpts{Name: testbed.Name(t, "cluster-net")}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = networks.Delete(ctx, cluster.Network, cn.ID).ExtractErr() })
+	cs, err := subnets.Create(ctx, cluster.Network, subnets.CreateOpts{NetworkID: cn.ID, CIDR: "10.6.0.0/24", IPVersion: 4}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = subnets.Delete(ctx, cluster.Network, cs.ID).ExtractErr() })
+	var clusterMTU struct {
+		networks.Network
+		mtu.NetworkMTUExt
+	}
+	g.Expect(networks.Get(ctx, admin.Network, cn.ID).ExtractInto(&clusterMTU)).To(Succeed())
+	setMTU := func(g Gomega, value int) {
+		_, err := networks.Update(ctx, admin.Network, n.ID, mtu.UpdateOptsExt{UpdateOptsBuilder: networks.UpdateOpts{}, MTU: value}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func(g Gomega) int32 {
+			got := &sharednetv1.SharedNetwork{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+			return got.Status.MTU
+		}, 3*resync+5*time.Second, 200*time.Millisecond).Should(BeEquivalentTo(value))
+	}
+
+	t.Run("a value set before CAPO made the cluster network: the MTU rule runs before the share, nothing is shared or rolled", func(t *testing.T) {
+		g := NewWithT(t)
+		setMTU(g, clusterMTU.MTU-50)
+		// Admission cannot know the MTU of a network that does not exist yet.
+		setValue(ctx, g, c, "md-a", fmt.Sprintf(`{"name":%q}`, networkName))
+		g.Eventually(func(g Gomega) {
+			g.Expect(condition(attachment(g), sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonWaitingForClusterNetwork))
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+
+		// CAPO made it.
+		g.Eventually(func() error {
+			latest := &clusterv1.Cluster{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), latest); err != nil {
+				return err
+			}
+			osc := &infrav1.OpenStackCluster{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: latest.Spec.InfrastructureRef.Name}, osc); err != nil {
+				return err
+			}
+			osc.Status.Network = &infrav1.NetworkStatusWithSubnets{
+				NetworkStatus: infrav1.NetworkStatus{ID: cn.ID, Name: cn.Name},
+				Subnets:       []infrav1.Subnet{{ID: cs.ID, Name: cs.Name, CIDR: cs.CIDR}},
+			}
+			return env.Client.Status().Update(ctx, osc)
+		}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
+
+		want := And(ContainSubstring("mtu:"), ContainSubstring(fmt.Sprintf("MTU %d but the cluster network has MTU %d", clusterMTU.MTU-50, clusterMTU.MTU)), ContainSubstring("nothing was shared"))
+		g.Eventually(func(g Gomega) {
+			shared := condition(attachment(g), sharednetv1.SharedCondition)
+			g.Expect(shared.Reason).To(Equal(sharednetv1.ReasonRuleViolated))
+			g.Expect(shared.Message).To(want)
+		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Eventually(func(g Gomega) {
+			for _, involved := range []string{c.Name, sharednetv1.AttachmentName(c.Name, "md-a")} {
+				events := &corev1.EventList{}
+				g.Expect(env.Client.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+				var messages []string
+				for _, e := range events.Items {
+					if e.InvolvedObject.Name == involved && e.Reason == sharednetv1.ReasonRuleViolated {
+						messages = append(messages, e.Message)
+					}
+				}
+				g.Expect(messages).To(ContainElement(want), "an Event on %s", involved)
+			}
+		}, 10*time.Second, 250*time.Millisecond).Should(Succeed())
+		g.Expect(shares()).To(BeEmpty(), "no share")
+		g.Consistently(func(g Gomega) {
+			g.Expect(observe(ctx, g, c)).To(Equal(initial), "no port, no rollout")
+		}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
+
+		// The administrator fixes the VM network: the attach goes on by itself.
+		setMTU(g, clusterMTU.MTU)
+	})
+
 	var policy string
 	var attached state
 	t.Run("attach: the network is shared with the cluster's project and md-a rolls once", func(t *testing.T) {
 		g := NewWithT(t)
-		setValue(ctx, g, c, "md-a", fmt.Sprintf(`{"name":%q}`, networkName))
 		g.Eventually(func(g Gomega) {
 			a := attachment(g)
 			g.Expect(a.Status.Share).NotTo(BeNil())
@@ -257,4 +336,11 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
 		g.Expect(networks.Delete(ctx, vm.Network, n.ID).ExtractErr()).To(Succeed(), "the VM project can delete its network")
 	})
+}
+
+func condition(a *sharednetv1.SharedNetworkAttachment, kind string) metav1.Condition {
+	if c := meta.FindStatusCondition(a.Status.Conditions, kind); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }

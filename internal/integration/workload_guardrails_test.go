@@ -29,7 +29,7 @@ func TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := grantedNamespace(ctx, g)
-	createSharedNetworks(ctx, g, ns)
+	createSharedNetworks(ctx, t)
 	class := "guarded"
 	g.Expect(env.CreateObjects(ctx, testenv.ClusterClass(ns, class)...)).To(Succeed())
 	g.Expect(env.WaitForClusterClass(ctx, ns, class)).To(Succeed())
