@@ -455,7 +455,11 @@ func (r *AttachmentReconciler) nudge(ctx context.Context, cluster *clusterv1.Clu
 }
 
 func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment, cluster *clusterv1.Cluster, kind string, status metav1.ConditionStatus, reason, message string) {
-	old := meta.FindStatusCondition(a.Status.Conditions, kind)
+	// A copy: SetStatusCondition updates the condition in place.
+	var old *metav1.Condition
+	if c := meta.FindStatusCondition(a.Status.Conditions, kind); c != nil {
+		old = c.DeepCopy()
+	}
 	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: kind, Status: status, Reason: reason, Message: message, ObservedGeneration: a.Generation})
 	if status != metav1.ConditionTrue {
 		a.Status.Message = message

@@ -1,0 +1,315 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// world is a management cluster over controller-runtime's fake client and
+// the in-memory fake cloud: namespace team-a granted SharedNetwork "vm"
+// (network MTU 1450, subnet 172.16.5.0/24; its status says what the test
+// sets), Cluster team-a/demo of ClusterClass "class" whose md-a asks for it.
+type world struct {
+	t        *testing.T
+	cloud    *fakecloud.Cloud
+	project  *fakecloud.Project
+	sn       *sharednetv1.SharedNetwork
+	cluster  *clusterv1.Cluster
+	objs     []client.Object
+	now      time.Time
+	vmSubnet string
+}
+
+func newWorld(t *testing.T) *world {
+	cloud := fakecloud.New()
+	network, subnet := cloud.AddNetwork("vm-project", 1450, "172.16.5.0/24")
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	refreshed := metav1.NewTime(now.Add(-time.Minute))
+	w := &world{t: t, cloud: cloud, now: now, vmSubnet: subnet, project: &fakecloud.Project{Cloud: cloud, ID: "cluster-project"}}
+	w.sn = &sharednetv1.SharedNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
+		Spec: sharednetv1.SharedNetworkSpec{NetworkID: network, Subnets: []string{subnet},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, LastRefreshTime: &refreshed,
+			Subnets:    []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: 200}},
+			Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: refreshed}}},
+	}
+	w.cluster = &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
+		Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
+			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a", Replicas: ptr.To[int32](1)}}}}},
+	}
+	variables.SetOverride(w.cluster, "md-a", []byte(`{"name":"vm"}`))
+	w.objs = []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}}}
+	return w
+}
+
+// running gives the Cluster the OpenStackCluster CAPO made, with a cluster
+// network of mtu in the cluster's project.
+func (w *world) running(mtu int) {
+	network, subnet := w.cloud.AddNetwork("cluster-project", mtu, "10.6.0.0/24")
+	osc := &infrav1.OpenStackCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+		Spec:       infrav1.OpenStackClusterSpec{ManagedSubnets: []infrav1.SubnetSpec{{CIDR: "10.6.0.0/24"}}},
+		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{
+			NetworkStatus: infrav1.NetworkStatus{ID: network}, Subnets: []infrav1.Subnet{{ID: subnet, CIDR: "10.6.0.0/24"}}}},
+	}
+	w.project.OpenStackCluster = osc
+	w.cluster.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"}
+	w.objs = append(w.objs, osc)
+}
+
+// class adds ClusterClass "class" whose OpenStackClusterTemplate gets its
+// node subnet from the nodeCIDR variable (default 10.6.0.0/24), as the
+// shipped ClusterClass does, and its MTU from networkMTU when set.
+func (w *world) class() {
+	tmpl := &infrav1.OpenStackClusterTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "class-openstackcluster"},
+		Spec: infrav1.OpenStackClusterTemplateSpec{Template: infrav1.OpenStackClusterTemplateResource{Spec: infrav1.OpenStackClusterSpec{
+			ManagedSubnets: []infrav1.SubnetSpec{{CIDR: "10.255.0.0/24"}}}}}}
+	str := func(s string) clusterv1.VariableSchema {
+		return clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"` + s + `"`)}}}
+	}
+	selector := clusterv1.PatchSelector{APIVersion: infrav1.SchemeGroupVersion.String(), Kind: "OpenStackClusterTemplate",
+		MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)}}
+	cc := &clusterv1.ClusterClass{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "class"}, Spec: clusterv1.ClusterClassSpec{
+		Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{Kind: "OpenStackClusterTemplate", Name: tmpl.Name}},
+		Variables: []clusterv1.ClusterClassVariable{{Name: "nodeCIDR", Schema: str("10.6.0.0/24")}, {Name: "networkMTU", Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "integer"}}}},
+		Patches: []clusterv1.ClusterClassPatch{{
+			Name: "nodeSubnet", Definitions: []clusterv1.PatchDefinition{{Selector: selector, JSONPatches: []clusterv1.JSONPatch{{
+				Op: "replace", Path: "/spec/template/spec/managedSubnets", ValueFrom: &clusterv1.JSONPatchValue{Template: "- cidr: {{ .nodeCIDR | quote }}"}}}}},
+		}, {
+			Name: "networkMTU", EnabledIf: "{{ if .networkMTU }}true{{ end }}", Definitions: []clusterv1.PatchDefinition{{Selector: selector, JSONPatches: []clusterv1.JSONPatch{{
+				Op: "add", Path: "/spec/template/spec/networkMTU", ValueFrom: &clusterv1.JSONPatchValue{Variable: "networkMTU"}}}}},
+		}},
+	}}
+	w.objs = append(w.objs, tmpl, cc)
+}
+
+func (w *world) variable(name, raw string) {
+	w.cluster.Spec.Topology.Variables = append(w.cluster.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: name, Value: apiextensionsv1.JSON{Raw: []byte(raw)}})
+}
+
+func (w *world) checker() *Checker {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).Build()
+	return &Checker{Reader: c, Now: func() time.Time { return w.now }, Cloud: &fakecloud.Clouds{
+		Clusters:       map[string]*fakecloud.Project{"team-a/demo": w.project},
+		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: w.cloud, ID: "vm-project"}},
+	}}
+}
+
+func md(c *clusterv1.Cluster, name string) *clusterv1.MachineDeploymentTopology {
+	for i := range c.Spec.Topology.Workers.MachineDeployments {
+		if c.Spec.Topology.Workers.MachineDeployments[i].Name == name {
+			return &c.Spec.Topology.Workers.MachineDeployments[i]
+		}
+	}
+	panic(name)
+}
+
+var value = sharednetv1.SharedNetworkVariable{Name: "vm"}
+
+func TestCreationChecksWhatTheClusterAsksFor(t *testing.T) {
+	t.Run("the nodeCIDR variable, as the ClusterClass patches it in, overlapping the shared subnet: refused", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.class()
+		w.variable("nodeCIDR", `"172.16.5.0/24"`)
+		err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("overlap:"), ContainSubstring("172.16.5.0/24"))))
+	})
+	t.Run("the class's default node subnet, not the template's, when the Cluster sets none: admitted", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.class()
+		g.Expect(w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
+		nw, err := w.checker().clusterNetwork(context.Background(), w.cluster)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(nw.subnetCIDRs).To(Equal([]string{"10.6.0.0/24"}))
+	})
+	t.Run("a network MTU the Cluster asks for that differs from the shared network's: refused", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.class()
+		w.variable("networkMTU", `1400`)
+		err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1450 but the cluster network has MTU 1400"))))
+	})
+	t.Run("an MTU left to Neutron is not decided at admission but before the share", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.class()
+		c := w.checker()
+		g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
+		var notReady *NotReadyError
+		g.Expect(errors.As(c.BeforeShare(context.Background(), w.cluster, "md-a", value), &notReady)).To(BeTrue(), "waits for the cluster network")
+	})
+}
+
+func TestBeforeShareRunsEveryRuleOnTheClusterCAPOMade(t *testing.T) {
+	t.Run("MTU", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.running(1500)
+		err := w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)
+		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1450 but the cluster network has MTU 1500"))))
+	})
+	t.Run("the cluster project's port quota", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.running(1450)
+		w.project.PortQuota = &openstack.Quota{Limit: 10, Used: 9}
+		err := w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)
+		g.Expect(err).To(MatchError(And(ContainSubstring("capacity:"), ContainSubstring("port quota allows 1 more ports"), ContainSubstring("needs 2"))))
+	})
+	t.Run("every rule holds", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.running(1450)
+		g.Expect(w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)).To(Succeed())
+	})
+}
+
+func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
+	grow := func(change func(*clusterv1.Cluster)) (*world, *clusterv1.Cluster) {
+		w := newWorld(t)
+		w.running(1450)
+		old := w.cluster.DeepCopy()
+		change(w.cluster)
+		return w, old
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*clusterv1.Cluster)
+		grows  bool
+	}{
+		{"more replicas", func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](6) }, true},
+		{"fewer replicas", func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](0) }, false},
+		{"the autoscaler's max size above replicas", func(c *clusterv1.Cluster) {
+			md(c, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "5"}
+		}, true},
+		{"a failure domain given up: the nodegroup spreads over the cluster's three", func(c *clusterv1.Cluster) {
+			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "az-1"}, {Name: "az-2"}, {Name: "az-3"}}
+		}, true},
+		{"nothing about its size", func(c *clusterv1.Cluster) { c.Labels = map[string]string{"x": "y"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w, old := grow(tc.change)
+			if tc.name == "a failure domain given up: the nodegroup spreads over the cluster's three" {
+				md(old, "md-a").FailureDomain = "az-1"
+			}
+			got, err := Grows(old, w.cluster, "md-a")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.grows))
+		})
+	}
+
+	t.Run("past the free addresses: refused with needed, free and who holds what", func(t *testing.T) {
+		g := NewWithT(t)
+		w, _ := grow(func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](6) })
+		w.sn.Status.Subnets[0].FreeAddresses = 8
+		other := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "other"}, Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{
+			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Name: "md-x", Replicas: ptr.To[int32](3)}}}}}}
+		variables.SetOverride(other, "md-x", []byte(`{"name":"vm"}`))
+		holds := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: sharednetv1.AttachmentName("other", "md-x")},
+			Status: sharednetv1.SharedNetworkAttachmentStatus{Nodes: []sharednetv1.AttachedNode{{}, {}}}}
+		w.objs = append(w.objs, other, holds)
+		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"), ContainSubstring("has 8 free addresses"),
+			ContainSubstring("needs 7 (max size 6 + 1 availability zone(s))"), ContainSubstring("team-b/other/md-x holds 2 and may take 2 more"))))
+	})
+	t.Run("one address per availability zone the nodegroup spreads over", func(t *testing.T) {
+		g := NewWithT(t)
+		w, _ := grow(func(c *clusterv1.Cluster) {
+			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "az-1"}, {Name: "az-2"}, {Name: "az-3"}}
+		})
+		w.sn.Status.Subnets[0].FreeAddresses = 3
+		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		g.Expect(err).To(MatchError(ContainSubstring("needs 4 (max size 1 + 3 availability zone(s))")))
+		md(w.cluster, "md-a").FailureDomain = "az-2"
+		g.Expect(w.checker().Grow(context.Background(), w.cluster, "md-a", value)).To(Succeed(), "pinned to one zone it needs 2")
+	})
+	t.Run("a cloud that changed since the attach refuses growth with the reason", func(t *testing.T) {
+		g := NewWithT(t)
+		w, _ := grow(func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](2) })
+		w.sn.Status.MTU = 1400
+		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1400 but the cluster network has MTU 1450"))))
+		g.Expect(w.checker().StillFits(context.Background(), w.cluster, "md-a", value)).To(MatchError(ContainSubstring("mtu:")), "and the controller reports it")
+	})
+	t.Run("a max size that does not fit an int32 is refused, not wrapped into a pass", func(t *testing.T) {
+		g := NewWithT(t)
+		w, old := grow(func(c *clusterv1.Cluster) {
+			md(c, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"}
+		})
+		_, err := Grows(old, w.cluster, "md-a")
+		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"), ContainSubstring(`"9223372036854775807" is not a node count`))))
+	})
+}
+
+func TestFactsAreFreshOrAskedLive(t *testing.T) {
+	stale := func(w *world) { w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-DefaultMaxFactAge - time.Second)} }
+	notReady := func(w *world) { w.sn.Status.Conditions[0].Status = metav1.ConditionFalse }
+	for name, age := range map[string]func(*world){"stale": stale, "not Ready": notReady} {
+		t.Run(name+" status: Neutron's answer decides", func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t)
+			w.running(1450)
+			age(w)
+			// The status says 200 free; Neutron says the /24's pool is all free
+			// but the nodegroup wants more.
+			md(w.cluster, "md-a").Replicas = ptr.To[int32](260)
+			err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+			g.Expect(err).To(MatchError(And(ContainSubstring("capacity:"), ContainSubstring("has 254 free addresses"))))
+			g.Expect(w.cloud.Calls["Subnets"]).To(Equal(1))
+		})
+		t.Run(name+" status and Neutron cannot be asked: cannot verify, nothing was changed", func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t)
+			w.running(1450)
+			age(w)
+			w.cloud.Fail = func(method string) error {
+				if method == "Network" {
+					return errors.New("connection refused by 10.0.0.1")
+				}
+				return nil
+			}
+			err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+			g.Expect(err).To(MatchError(And(ContainSubstring("cannot verify"), ContainSubstring("nothing was changed"))))
+			g.Expect(err.Error()).NotTo(ContainSubstring("10.0.0.1"), "the VM project's errors are not the tenant's")
+		})
+	}
+	t.Run("fresh and Ready status: no call to the VM project", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t)
+		w.running(1450)
+		g.Expect(w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
+		g.Expect(w.cloud.Calls["Subnets"]).To(BeZero())
+	})
+}
