@@ -1,0 +1,251 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// fixture: a running Cluster team-a/demo (its OpenStackCluster and network
+// exist, MTU 1450) with md-a and md-b, SharedNetworks "vm" (subnet
+// 172.16.5.0/24, 6 free addresses) and "other", both granted to team-a, over
+// controller-runtime's fake client and the in-memory fake cloud.
+type fixture struct {
+	cloud   *fakecloud.Cloud
+	subnet  string
+	cluster *clusterv1.Cluster
+	objs    []client.Object
+}
+
+func newFixture(t *testing.T) *fixture {
+	cloud := fakecloud.New()
+	clusterNet, clusterSubnet := cloud.AddNetwork("cluster-project", 1450, "10.6.0.0/24")
+	f := &fixture{cloud: cloud}
+	now := metav1.Now()
+	ready := []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: now}}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}
+	for _, name := range []string{"vm", "other"} {
+		network, subnet := cloud.AddNetwork("vm-project", 1450, map[string]string{"vm": "172.16.5.0/24", "other": "172.16.6.0/24"}[name])
+		if name == "vm" {
+			f.subnet = subnet
+		}
+		f.objs = append(f.objs, &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: sharednetv1.SharedNetworkSpec{NetworkID: network, Subnets: []string{subnet}, NamespaceSelector: selector},
+			Status: sharednetv1.SharedNetworkStatus{MTU: 1450, LastRefreshTime: &now, Conditions: ready,
+				Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: map[string]string{"vm": "172.16.5.0/24", "other": "172.16.6.0/24"}[name], FreeAddresses: 6}}}})
+	}
+	osc := &infrav1.OpenStackCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{
+			NetworkStatus: infrav1.NetworkStatus{ID: clusterNet}, Subnets: []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}}}},
+	}
+	f.cluster = &clusterv1.Cluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"},
+			Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{
+					{Class: "w", Name: "md-a", Replicas: ptr.To[int32](1)}, {Class: "w", Name: "md-b", Replicas: ptr.To[int32](1)}}}},
+		},
+	}
+	f.objs = append(f.objs, osc, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}})
+	return f
+}
+
+func (f *fixture) validator(t *testing.T) *ClusterValidator {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).Build()
+	project := &fakecloud.Project{Cloud: f.cloud, ID: "cluster-project"}
+	osc := &infrav1.OpenStackCluster{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, osc); err != nil {
+		t.Fatal(err)
+	}
+	project.OpenStackCluster = osc
+	vm := &fakecloud.Project{Cloud: f.cloud, ID: "vm-project"}
+	checker := &preflight.Checker{Reader: c, Cloud: &fakecloud.Clouds{
+		Clusters: map[string]*fakecloud.Project{"team-a/demo": project}, SharedNetworks: map[string]*fakecloud.Project{"vm": vm, "other": vm}}}
+	return &ClusterValidator{Checker: checker, Decoder: admission.NewDecoder(scheme)}
+}
+
+// decide sends old -> now through the webhook as the API server does; nil
+// old is a create.
+func (f *fixture) decide(t *testing.T, old, now *clusterv1.Cluster) admission.Response {
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create}}
+	raw, err := json.Marshal(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Object.Raw = raw
+	if old != nil {
+		req.Operation = admissionv1.Update
+		if req.OldObject.Raw, err = json.Marshal(old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return f.validator(t).Handle(ctx, req)
+}
+
+func attached(c *clusterv1.Cluster, topology, value string) *clusterv1.Cluster {
+	c = c.DeepCopy()
+	variables.SetOverride(c, topology, []byte(value))
+	return c
+}
+
+func TestTheWebhookDecidesEveryPath(t *testing.T) {
+	vm := `{"name":"vm"}`
+	for _, tc := range []struct {
+		name    string
+		old     func(f *fixture) *clusterv1.Cluster // nil: a create
+		now     func(f *fixture) *clusterv1.Cluster
+		allowed bool
+		want    []string
+	}{{
+		name:    "create with a nodegroup attached",
+		now:     func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		allowed: true,
+	}, {
+		name: "create with a cluster-level value",
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := f.cluster.DeepCopy()
+			c.Spec.Topology.Variables = append(c.Spec.Topology.Variables, clusterv1.ClusterVariable{Name: sharednetv1.VariableName})
+			c.Spec.Topology.Variables[0].Value.Raw = []byte(vm)
+			return c
+		},
+		want: []string{"one-nodegroup:", "whole cluster"},
+	}, {
+		name:    "set on a running cluster",
+		old:     func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		now:     func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		allowed: true,
+	}, {
+		name: "set on a running cluster at a size the subnet cannot hold",
+		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](6)
+			return c
+		},
+		want: []string{`"md-a": capacity:`, "6 free", "needs 7"},
+	}, {
+		name: "changed to another network in one step",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", `{"name":"other"}`) },
+		want: []string{`"md-a": one-network:`, `remove the variable (detach) first`},
+	}, {
+		name: "scaled past the subnet's room",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](6)
+			return c
+		},
+		want: []string{"nothing was changed", `"md-a": capacity:`, "6 free", "needs 7 (max size 6 + 1 availability zone(s))"},
+	}, {
+		name: "scaled within the subnet's room",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](5)
+			return c
+		},
+		allowed: true,
+	}, {
+		name: "the autoscaler's max size raised past the subnet's room",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = nil
+			c.Spec.Topology.Workers.MachineDeployments[0].Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "20"}
+			return c
+		},
+		want: []string{`"md-a": capacity:`, "needs 21 (max size 20"},
+	}, {
+		name: "a version below the minimum while attached",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Version = "v1.34.2"
+			return c
+		},
+		want: []string{"spec.topology.version", "v1.34.2", "md-a"},
+	}, {
+		name: "an upgrade while attached",
+		old:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Version = "v1.35.1"
+			return c
+		},
+		allowed: true,
+	}, {
+		name: "removed while this cluster's load balancer is on the subnet",
+		old: func(f *fixture) *clusterv1.Cluster {
+			f.objs = append(f.objs, &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a")},
+				Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: f.subnet}})
+			name := ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "web")
+			f.cloud.AddLoadBalancer(f.subnet, name, name)
+			return attached(f.cluster, "md-a", vm)
+		},
+		now:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		want: []string{`"md-a": detach:`, "shop/web"},
+	}, {
+		name:    "removed with nothing on the subnet",
+		old:     func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		now:     func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		allowed: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			f := newFixture(t)
+			var old *clusterv1.Cluster
+			if tc.old != nil {
+				old = tc.old(f)
+			}
+			resp := f.decide(t, old, tc.now(f))
+			g.Expect(resp.Allowed).To(Equal(tc.allowed), "%+v", resp.Result)
+			for _, w := range tc.want {
+				g.Expect(resp.Result.Message).To(ContainSubstring(w))
+			}
+		})
+	}
+
+	t.Run("a change that touches no attached nodegroup's size asks no cloud", func(t *testing.T) {
+		g := NewWithT(t)
+		f := newFixture(t)
+		old := attached(f.cluster, "md-a", vm)
+		now := old.DeepCopy()
+		now.Labels = map[string]string{"team": "shop"}
+		now.Spec.Topology.Workers.MachineDeployments[1].Replicas = ptr.To[int32](40) // md-b is not attached
+		g.Expect(f.decide(t, old, now).Allowed).To(BeTrue())
+		g.Expect(f.cloud.Calls).To(BeEmpty())
+	})
+}
