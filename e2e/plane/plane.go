@@ -64,6 +64,12 @@ import (
 // handlers (<handler>.capo-sharednet).
 const ExtensionConfigName = "capo-sharednet"
 
+// ControlPlaneBoot is how long the control-plane stand-in takes to report a
+// new cluster's control plane up once its infrastructure is provisioned: a
+// real one boots a server first, and CAPI creates no worker Machine before
+// (MachineSet preflight checks). Twenty seconds is far less than a real boot.
+const ControlPlaneBoot = 20 * time.Second
+
 // Options configure Start.
 type Options struct {
 	// Root is the repository root; found from the working directory when empty.
@@ -454,7 +460,7 @@ func (p *Plane) startStandIns(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := (&standins.ControlPlane{Client: mgr.GetClient(), Workload: p.Workload}).SetupWithManager(mgr); err != nil {
+	if err := (&standins.ControlPlane{Client: mgr.GetClient(), Workload: p.Workload, Boot: ControlPlaneBoot}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&nodeSimulator{mgmt: p.Client, workload: p.WorkloadClient, every: 2 * time.Second}); err != nil {

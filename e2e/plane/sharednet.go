@@ -218,7 +218,9 @@ func SharedNetworkValue(name, subnet string) []byte {
 // Machine is one Machine of a nodegroup as a rollout sees it.
 type Machine struct {
 	Name, UID, Phase, ProviderID string
-	Created                      time.Time
+	// Version is the Kubernetes version the Machine runs.
+	Version string
+	Created time.Time
 }
 
 // Machines lists the Machines of one MachineDeployment topology (or of the
@@ -238,7 +240,7 @@ func (p *Plane) Machines(ctx context.Context, namespace, cluster, topology strin
 	for _, m := range list.Items {
 		out = append(out, Machine{
 			Name: m.Name, UID: string(m.UID), Phase: m.Status.Phase, ProviderID: m.Spec.ProviderID,
-			Created: m.CreationTimestamp.Time,
+			Version: m.Spec.Version, Created: m.CreationTimestamp.Time,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -221,7 +221,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		g := NewWithT(t)
 		g.Eventually(func(g Gomega) {
 			a := attachment(g)
-			g.Expect(a.Status.Share).NotTo(BeNil())
+			g.Expect(a.Status.Share).NotTo(BeNil(), "%+v", a.Status.Conditions)
 			policy = a.Status.Share.RBACPolicyID
 			g.Expect(a.Status.Share.ProjectID).To(Equal(cluster.ProjectID))
 			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseRollingOut))

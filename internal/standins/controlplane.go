@@ -6,6 +6,7 @@ package standins
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -43,6 +44,12 @@ type ControlPlane struct {
 	Client client.Client
 	// Workload is where the cluster's kubeconfig points: the workload cluster's API server.
 	Workload *rest.Config
+	// Boot, when set, is how long the first control-plane server takes to
+	// come up: a real KCP creates it only once the Cluster's infrastructure
+	// is provisioned, and reports the control plane initialized (and, with
+	// CAPI's MachineSet preflight checks, lets worker Machines be created)
+	// only once it has booted. Zero reports it up at once.
+	Boot time.Duration
 }
 
 // SetupWithManager registers the stand-in with mgr.
@@ -71,6 +78,15 @@ func (r *ControlPlane) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	if err := r.ensureSecrets(ctx, cluster, kcp); err != nil {
 		return reconcile.Result{}, err
+	}
+	if r.Boot > 0 && !ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false) {
+		provisioned := meta.FindStatusCondition(cluster.Status.Conditions, clusterv1.ClusterInfrastructureReadyCondition)
+		if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) || provisioned == nil {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		if wait := time.Until(provisioned.LastTransitionTime.Add(r.Boot)); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 	}
 
 	replicas := ptr.Deref(kcp.Spec.Replicas, 1)

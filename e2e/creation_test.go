@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+)
+
+// The path templates/cluster-template-shared-network.yaml takes by default:
+// md-a is attached when the cluster is created. Its machines are created
+// once, each with its shared port, and never rolled for the attach; a
+// Kubernetes upgrade then rolls md-a exactly once and the new machines keep
+// their port.
+var _ = Describe("A cluster created with a nodegroup on a shared network", Ordered, Label("local"), func() {
+	const mdA, mdB = "md-a", "md-b"
+	var (
+		ns, name, snName string
+		key              client.ObjectKey
+		book             *ledger
+		vmNet            plane.VMNetwork
+		created          []plane.Machine
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
+		ns, name, snName = "e2e-new-"+suffix, "c-new-"+suffix, "e2e-new-"+suffix
+		key = client.ObjectKey{Namespace: ns, Name: name}
+		Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
+		var err error
+		vmNet, err = plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net", CIDR: "172.27.0.0/24"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
+		_, err = pl.OfferNetwork(ctx, snName, vmNet, clouds, nil)
+		Expect(err).NotTo(HaveOccurred())
+		cc, err := pl.ClusterClass(ns)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range cc {
+			Expect(pl.Apply(ctx, o)).To(Succeed())
+		}
+		Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
+
+		// The ledger runs before the Cluster exists: every Machine ever made counts.
+		book = newLedger()
+		ledgerCtx, stop := context.WithCancel(context.Background())
+		go book.run(ledgerCtx, pl.Client, ns, name)
+		DeferCleanup(stop)
+		book.settle()
+	}, NodeTimeout(5*time.Minute))
+
+	It("attach at creation: every machine of md-a is created once, each with its port on the shared subnet; nothing is rolled for the attach", func(ctx SpecContext) {
+		done := tl.step("create a cluster with md-a attached (2 nodes, each created once with its port)")
+		defer done()
+		secret, cluster, err := pl.RenderCluster(plane.ClusterVariables{
+			Name: name, Namespace: ns, CloudsYAML: clouds, Workers: 2, SharedNetwork: snName, Subnet: vmNet.SubnetID,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		for i := range cluster.Spec.Topology.Workers.MachineDeployments {
+			if cluster.Spec.Topology.Workers.MachineDeployments[i].Name == mdB {
+				cluster.Spec.Topology.Workers.MachineDeployments[i].Replicas = ptr.To[int32](1)
+			}
+		}
+		Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
+		DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
+
+		Eventually(func(g Gomega) {
+			a, err := pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a).NotTo(BeNil())
+			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
+			created, err = pl.Machines(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(created).To(HaveLen(2))
+			for _, m := range created {
+				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			}
+		}, 8*time.Minute, time.Second).Should(Succeed())
+
+		By("md-a's machines were created once: two created, none deleted, and nothing more happens")
+		book.settle()
+		Consistently(func(g Gomega) {
+			ch := book.since(0)
+			g.Expect(ch.Created[mdA]).To(Equal(machineNames(created)))
+			g.Expect(ch.Deleted).To(BeEmpty())
+		}, 15*time.Second, time.Second).Should(Succeed())
+		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1))
+		expectSharedPorts(ctx, created, vmNet)
+	}, SpecTimeout(10*time.Minute))
+
+	It("a Kubernetes upgrade rolls md-a exactly once, and its new machines keep their port on the shared subnet", func(ctx SpecContext) {
+		done := tl.step("upgrade v1.35.0 -> v1.35.1 (md-a rolled once, ports kept)")
+		defer done()
+		mark := book.mark()
+		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { c.Spec.Topology.Version = "v1.35.1" })).To(Succeed())
+
+		var now []plane.Machine
+		Eventually(func(g Gomega) {
+			var err error
+			now, err = pl.Machines(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now).To(HaveLen(2))
+			for _, m := range now {
+				g.Expect(m.Version).To(Equal("v1.35.1"), "machine %s", m.Name)
+				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+			}
+			a, err := pl.Attachment(ctx, ns, name, mdA)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
+		}, 6*time.Minute, time.Second).Should(Succeed())
+
+		By("exactly once: the two old machines deleted, two new ones, nothing else of md-a")
+		book.settle()
+		Consistently(func(g Gomega) {
+			ch := book.since(mark)
+			g.Expect(ch.Deleted[mdA]).To(Equal(machineNames(created)))
+			g.Expect(ch.Created[mdA]).To(Equal(machineNames(now)))
+		}, 15*time.Second, time.Second).Should(Succeed())
+		expectSharedPorts(ctx, now, vmNet)
+		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1), "the same share")
+	}, SpecTimeout(8*time.Minute))
+})
+
+// expectSharedPorts: every machine's Nova server has one port on the shared
+// subnet, named after the machine, with an address from the subnet's pools.
+func expectSharedPorts(ctx context.Context, machines []plane.Machine, vmNet plane.VMNetwork) {
+	GinkgoHelper()
+	onShared := clusterPortsOn(ctx, vmNet.NetworkID)
+	for _, m := range machines {
+		server := plane.ServerID(m.ProviderID)
+		Expect(onShared[server]).To(HaveLen(1), "server %s of machine %s", server, m.Name)
+		port := onShared[server][0]
+		Expect(port.Name).To(Equal(m.Name + "-shared"))
+		Expect(port.FixedIPs).To(HaveLen(1))
+		Expect(port.FixedIPs[0].SubnetID).To(Equal(vmNet.SubnetID))
+		Expect(inPools(ctx, vmNet.SubnetID, port.FixedIPs[0].IPAddress)).To(BeTrue(), port.FixedIPs[0].IPAddress)
+	}
+}
