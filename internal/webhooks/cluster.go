@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,12 @@ import (
 
 // ClusterPath is where the Cluster admission webhook is served.
 const ClusterPath = "/validate-sharednet-cluster"
+
+// decisionBudget bounds one decision, every live lookup included, below the
+// webhook's timeoutSeconds (10, config/webhook): the cluster owner gets
+// "cannot verify …, nothing was changed" rather than the API server's
+// timeout.
+const decisionBudget = 8 * time.Second
 
 // ClusterValidator refuses a Cluster create or update whose `sharedNetwork`
 // values break a rule.
@@ -56,6 +63,8 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, decisionBudget)
+	defer cancel()
 	if err := v.validate(ctx, old, cluster); err != nil {
 		return admission.Denied(refusal(err))
 	}
