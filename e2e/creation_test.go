@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -33,22 +31,8 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
-		ns, name, snName = "e2e-new-"+suffix, "c-new-"+suffix, "e2e-new-"+suffix
+		ns, name, snName, vmNet = newStory(ctx, "e2e-new-", "c-new-", "172.27.0.0/24")
 		key = client.ObjectKey{Namespace: ns, Name: name}
-		Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
-		var err error
-		vmNet, err = plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net", CIDR: "172.27.0.0/24"})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
-		_, err = pl.OfferNetwork(ctx, snName, vmNet, clouds, nil)
-		Expect(err).NotTo(HaveOccurred())
-		cc, err := pl.ClusterClass(ns)
-		Expect(err).NotTo(HaveOccurred())
-		for _, o := range cc {
-			Expect(pl.Apply(ctx, o)).To(Succeed())
-		}
-		Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
 
 		// The ledger runs before the Cluster exists: every Machine ever made counts.
 		book = newLedger()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 )
 
 // timeline records each step of the story with its wall time.
@@ -192,4 +195,26 @@ func names(ms []string) []string {
 	out := append([]string(nil), ms...)
 	sort.Strings(out)
 	return out
+}
+
+// newStory makes what a story's cluster needs: a namespace granted the
+// shared networks, a VM network of cidr offered to it as a SharedNetwork, and
+// the ClusterClass of templates/. Names are prefixes plus a random suffix.
+func newStory(ctx SpecContext, prefix, clusterPrefix, cidr string) (ns, cluster, sharedNetwork string, vmNet plane.VMNetwork) {
+	GinkgoHelper()
+	suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
+	ns, cluster, sharedNetwork = prefix+suffix, clusterPrefix+suffix, prefix+suffix
+	Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
+	vmNet, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: sharedNetwork + "-vm-net", CIDR: cidr})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
+	_, err = pl.OfferNetwork(ctx, sharedNetwork, vmNet, clouds, nil)
+	Expect(err).NotTo(HaveOccurred())
+	cc, err := pl.ClusterClass(ns)
+	Expect(err).NotTo(HaveOccurred())
+	for _, o := range cc {
+		Expect(pl.Apply(ctx, o)).To(Succeed())
+	}
+	Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
+	return ns, cluster, sharedNetwork, vmNet
 }

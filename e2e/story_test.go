@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
@@ -47,29 +46,13 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 	BeforeAll(func(ctx SpecContext) {
 		done := tl.step("cluster from templates/ with md-a (2 nodes) and md-b (1 node), all Running")
 		defer done()
-		suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
-		ns, name, snName = "e2e-"+suffix, "c-"+suffix, "e2e-"+suffix
+		ns, name, snName, vmNet = newStory(ctx, "e2e-", "c-", "172.28.0.0/24")
 		key = client.ObjectKey{Namespace: ns, Name: name}
-		Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
-
-		var err error
-		vmNet, err = plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net", CIDR: "172.28.0.0/24"})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
-		_, err = pl.OfferNetwork(ctx, snName, vmNet, clouds, nil)
-		Expect(err).NotTo(HaveOccurred())
-
-		cc, err := pl.ClusterClass(ns)
-		Expect(err).NotTo(HaveOccurred())
-		for _, o := range cc {
-			Expect(pl.Apply(ctx, o)).To(Succeed())
-		}
-		Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
 		secret, cluster, err := pl.RenderCluster(plane.ClusterVariables{
 			Name: name, Namespace: ns, CloudsYAML: clouds, Workers: 2, SharedNetwork: snName, Subnet: vmNet.SubnetID,
 		})
 		Expect(err).NotTo(HaveOccurred())
-		// The template attaches md-a at creation; this story attaches it to
+		// The template attaches md-a at creation (creation_test.go takes that path); this story attaches it to
 		// a running cluster, and keeps md-b small.
 		variables.SetOverride(cluster, mdA, nil)
 		for i := range cluster.Spec.Topology.Workers.MachineDeployments {

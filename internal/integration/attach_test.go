@@ -243,7 +243,9 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 			}, {
 				name: "a max size that would wrap around",
 				change: func(c *clusterv1.Cluster) {
-					topologyOf(c, "md-b").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"}
+					md := topologyOf(c, "md-b")
+					md.Replicas = nil // CAPI refuses replicas next to the autoscaler's annotations
+					md.Metadata.Annotations = map[string]string{clusterv1.AutoscalerMinSizeAnnotation: "1", clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"}
 				},
 				want: []string{`"md-b"`, "capacity:", `"9223372036854775807" is not a node count`},
 			}} {
