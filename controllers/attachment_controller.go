@@ -183,9 +183,17 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 			// What admission could not decide for a Cluster being created
 			// (its network's MTU, its project's quota, its cloud) and every
 			// other rule again, on the cluster CAPO made: a violation means
-			// no share, no port, no rollout.
-			if res, checked := r.checkBeforeShare(ctx, cluster, topology, value, a); !checked {
-				return res, nil
+			// no share, no port, no rollout. A nodegroup whose nodes already
+			// have their address lost only its status: its share is found
+			// again below, whatever the cloud says now.
+			running, err := r.runsWithPort(ctx, cluster, topology, sn, subnet)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if !running {
+				if res, checked := r.checkBeforeShare(ctx, cluster, topology, value, a); !checked {
+					return res, nil
+				}
 			}
 		}
 		if !a.ShareEstablished() || shareLost(sn, a) {
@@ -217,6 +225,21 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 		return reconcile.Result{}, err
 	}
 	return r.observeRollout(ctx, cluster, topology, sn, a, true)
+}
+
+// runsWithPort says whether the nodegroup's current template carries the
+// shared port and a node already has its address on the subnet.
+func (r *AttachmentReconciler) runsWithPort(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, subnet string) (bool, error) {
+	facts, ok := sn.Status.Subnet(subnet)
+	if !ok {
+		return false, nil
+	}
+	prefix, err := netip.ParsePrefix(facts.CIDR)
+	if err != nil {
+		return false, nil
+	}
+	rollout, carries, err := r.measure(ctx, cluster.Namespace, cluster.Name, topology, prefix)
+	return carries && len(rollout.Nodes) > 0, err
 }
 
 // checkBeforeShare runs preflight.BeforeShare and records why an attach

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,10 +29,11 @@ const machineDeploymentInfraRefPath = "spec.template.spec.infrastructureRef"
 // MachineDeployment topology whose override sets `sharedNetwork`, and to no
 // other template. It is sticky and deterministic: the port is emitted iff the
 // variable is set AND (the share is established OR the MachineDeployment's
-// current template already carries a shared port). A transient error, a
-// restart or a lost status therefore never drops a port (that would be a
-// second, unwanted rollout); an error fails the call instead, which leaves
-// every template as it is.
+// current template already carries a shared port OR the MachineDeployment is
+// being created), and a port is only ever dropped from a nodegroup none of
+// whose machines has a server. A transient error, a restart or a lost status
+// therefore never drops a port (that would be a second, unwanted rollout); an
+// error fails the call instead, which leaves every template as it is.
 func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.GeneratePatchesRequest, resp *runtimehooksv1.GeneratePatchesResponse) {
 	log := ctrl.LoggerFrom(ctx)
 	cluster, err := builtins(req.Variables)
@@ -85,7 +88,7 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 	if err != nil || md.MachineDeployment == nil {
 		return nil, fmt.Errorf("reading builtin.machineDeployment: %v", err)
 	}
-	carried, err := h.carriedPort(ctx, item.HolderReference)
+	carried, exists, err := h.carriedPort(ctx, item.HolderReference)
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +99,94 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 	if desired != nil {
 		return desired, nil
 	}
-	// Not (yet, or no longer) established: keep whatever the nodegroup runs
-	// with, so nothing rolls until the share is in place.
-	return carried, nil
+	refused, err := h.refusedBeforeShare(ctx, cluster, md.MachineDeployment.TopologyName)
+	if err != nil {
+		return nil, err
+	}
+	if carried != nil {
+		// Not (yet, or no longer) established: keep whatever the nodegroup
+		// runs with, so nothing rolls until the share is in place. The one
+		// exception is a port given to a nodegroup at its creation whose
+		// attach was then refused before the share (e.g. the MTU Neutron
+		// chose): it goes while none of the nodegroup's machines has a
+		// server, so no node is ever replaced for it.
+		if refused {
+			running, err := h.anyServer(ctx, item.HolderReference)
+			if err != nil || !running {
+				return nil, err
+			}
+		}
+		return carried, nil
+	}
+	if !exists && !refused {
+		// A nodegroup being created (with its Cluster, or added to one) gets
+		// the port at once, so its machines are created once, with it.
+		// CAPO can only create the port once the network is shared with the
+		// cluster's project: seconds after the cluster network exists, and
+		// before the first worker server (CAPI creates no worker machine
+		// until the control plane is up); until then it retries.
+		return h.pendingPort(ctx, cluster, *value)
+	}
+	return nil, nil
+}
+
+// refusedBeforeShare says the nodegroup's attachment was refused before
+// any share was made: a rule, the grant or the cluster's cloud.
+func (h *Handlers) refusedBeforeShare(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, topologyName string) (bool, error) {
+	attachment := &sharednetv1.SharedNetworkAttachment{}
+	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topologyName)}
+	if err := h.Reader.Get(ctx, key, attachment); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if attachment.Spec.ClusterName != cluster.Name || attachment.Spec.MachineDeploymentTopology != topologyName || attachment.ShareEstablished() {
+		return false, nil
+	}
+	shared := meta.FindStatusCondition(attachment.Status.Conditions, sharednetv1.SharedCondition)
+	if shared == nil || shared.Status != metav1.ConditionFalse {
+		return false, nil
+	}
+	switch shared.Reason {
+	case sharednetv1.ReasonRuleViolated, sharednetv1.ReasonNotGranted, sharednetv1.ReasonForeignKeystone:
+		return true, nil
+	}
+	return false, nil
+}
+
+// anyServer says whether a machine of the MachineDeployment has a server
+// (a provider ID): such a nodegroup runs, and keeps its port.
+func (h *Handlers) anyServer(ctx context.Context, holder runtimehooksv1.HolderReference) (bool, error) {
+	machines := &clusterv1.MachineList{}
+	if err := h.Reader.List(ctx, machines, client.InNamespace(holder.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: holder.Name}); err != nil {
+		return false, err
+	}
+	for _, m := range machines.Items {
+		if m.Spec.ProviderID != "" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// pendingPort is the port for value of a nodegroup being created, under a
+// grant that holds now, or nil.
+func (h *Handlers) pendingPort(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, value sharednetv1.SharedNetworkVariable) (*infrav1.PortOpts, error) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
+	if v != nil {
+		return nil, nil
+	}
+	if err := preflight.Granted(ctx, h.Reader, sn, cluster.Namespace, subnet); err != nil {
+		var violation *rules.Violation
+		if errors.As(err, &violation) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	port := sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet)
+	return &port, nil
 }
 
 // establishedPort is the port for value when the network is shared with the
@@ -134,25 +222,25 @@ func (h *Handlers) establishedPort(ctx context.Context, cluster *runtimehooksv1.
 }
 
 // carriedPort is the shared port of the MachineDeployment's current
-// OpenStackMachineTemplate, or nil (also for a MachineDeployment that does not
-// exist yet).
-func (h *Handlers) carriedPort(ctx context.Context, holder runtimehooksv1.HolderReference) (*infrav1.PortOpts, error) {
+// OpenStackMachineTemplate, or nil; exists says whether the
+// MachineDeployment exists (false while CAPI is creating it).
+func (h *Handlers) carriedPort(ctx context.Context, holder runtimehooksv1.HolderReference) (port *infrav1.PortOpts, exists bool, err error) {
 	md := &clusterv1.MachineDeployment{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	ref := md.Spec.Template.Spec.InfrastructureRef
 	if ref.Kind != "OpenStackMachineTemplate" || ref.Name == "" {
-		return nil, nil
+		return nil, true, nil
 	}
 	osmt := &infrav1.OpenStackMachineTemplate{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: ref.Name}, osmt); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, true, nil
 		}
-		return nil, err
+		return nil, true, err
 	}
-	return sharedport.Carried(osmt.Spec.Template.Spec.Ports), nil
+	return sharedport.Carried(osmt.Spec.Template.Spec.Ports), true, nil
 }
 
 func builtins(vars []runtimehooksv1.Variable) (*runtimehooksv1.Builtins, error) {

@@ -72,7 +72,7 @@ func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.Val
 // attached says whether the nodegroup already runs with, or is entitled to,
 // the shared port.
 func (h *Handlers) attached(ctx context.Context, cluster *clusterv1.Cluster, topology string, holder runtimehooksv1.HolderReference) (bool, error) {
-	carried, err := h.carriedPort(ctx, holder)
+	carried, _, err := h.carriedPort(ctx, holder)
 	if err != nil || carried != nil {
 		return carried != nil, err
 	}

@@ -116,7 +116,7 @@ func TestValidateTopologyIsTheBackstopOfAdmission(t *testing.T) {
 	})
 }
 
-func TestGeneratePatchesIgnoresAClusterLevelValueAndWaitsForTheShare(t *testing.T) {
+func TestGeneratePatchesIgnoresAClusterLevelValueAndGivesANewNodegroupItsPort(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := grantedNamespace(ctx, g)
@@ -137,7 +137,13 @@ func TestGeneratePatchesIgnoresAClusterLevelValueAndWaitsForTheShare(t *testing.
 	}
 
 	g.Expect(generate([]runtimehooksv1.Variable{value}).Items).To(BeEmpty(), "a cluster-level value attaches nothing")
-	g.Expect(generate(nil, value).Items).To(BeEmpty(), "no share yet: no port")
+	// The MachineDeployment does not exist yet: a nodegroup being created
+	// gets its port at once, so its machines are created once, with it.
+	pending := generate(nil, value).Items
+	g.Expect(pending).To(HaveLen(1))
+	g.Expect(string(pending[0].Patch)).To(ContainSubstring(`"path":"/spec/template/spec/ports","value":[{},{"network":{"id":"` + vmNetworkID + `"}`))
+	restricted := variable(sharednetv1.VariableName, map[string]string{"name": "vm-restricted"})
+	g.Expect(generate(nil, restricted).Items).To(BeEmpty(), "a network the namespace was not granted gets no port")
 
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c-gp"}}
 	establishShare(ctx, g, cluster, "md-a", "vm-net", vmSubnet)
@@ -145,10 +151,7 @@ func TestGeneratePatchesIgnoresAClusterLevelValueAndWaitsForTheShare(t *testing.
 	item := generate(nil, value).Items[0]
 	g.Expect(item.UID).To(Equal(types.UID("item-1")))
 	g.Expect(item.PatchType).To(Equal(runtimehooksv1.JSONPatchType))
-	g.Expect(string(item.Patch)).To(ContainSubstring(`"path":"/spec/template/spec/ports","value":[{},{"network":{"id":"` + vmNetworkID + `"}`))
-
-	other := variable(sharednetv1.VariableName, map[string]string{"name": "vm-two", "subnet": twoSubnetsA})
-	g.Expect(generate(nil, other).Items).To(BeEmpty(), "a value the attachment was not shared for gets no port")
+	g.Expect(item.Patch).To(Equal(pending[0].Patch), "the port of the share is the one given at creation: no rollout")
 }
 
 // BenchmarkGeneratePatches measures GeneratePatches for a cluster with 100

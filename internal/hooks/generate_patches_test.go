@@ -1,0 +1,147 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+)
+
+const mdName = "demo-md-a-x7k2p"
+
+// patchWorld is what GeneratePatches reads, over controller-runtime's fake
+// client: namespace team-a, granted SharedNetwork "vm" (network net-1,
+// subnet sub-1), and whatever a case adds.
+func patchWorld(t *testing.T, objs ...client.Object) *Handlers {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}},
+		&sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{
+			NetworkID: "net-1", Subnets: []string{"sub-1"}, NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
+			Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: "sub-1", CIDR: "172.16.5.0/24"}}}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(base, objs...)...).Build()
+	return &Handlers{Reader: c, APIReader: c, Client: c}
+}
+
+// existing is md-a's MachineDeployment with its current template, with or
+// without the shared port.
+func existing(withPort bool) []client.Object {
+	tmpl := &infrav1.OpenStackMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-md-a-tmpl-1"}}
+	if withPort {
+		tmpl.Spec.Template.Spec.Ports = []infrav1.PortOpts{{}, sharedport.Port("vm", "net-1", "sub-1")}
+	}
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: mdName}}
+	md.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{Kind: "OpenStackMachineTemplate", Name: tmpl.Name}
+	return []client.Object{tmpl, md}
+}
+
+func machine(providerID string) client.Object {
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-md-a-x7k2p-abc", Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: mdName}}}
+	m.Spec.ProviderID = providerID
+	return m
+}
+
+func attachment(shared bool, reason string) client.Object {
+	a := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a")},
+		Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: "sub-1"}}
+	if shared {
+		a.Status.Share = &sharednetv1.Share{ProjectID: "p", RBACPolicyID: "rbac-1"}
+	}
+	if reason != "" {
+		a.Status.Conditions = []metav1.Condition{{Type: sharednetv1.SharedCondition, Status: metav1.ConditionFalse, Reason: reason, LastTransitionTime: metav1.Now()}}
+	}
+	return a
+}
+
+func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse {
+	t.Helper()
+	raw := func(v any) apiextensionsv1.JSON {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return apiextensionsv1.JSON{Raw: b}
+	}
+	req := &runtimehooksv1.GeneratePatchesRequest{
+		Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: raw(runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}},
+		Items: []runtimehooksv1.GeneratePatchesRequestItem{{
+			UID:             types.UID("md-a-infra"),
+			HolderReference: runtimehooksv1.HolderReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Namespace: "team-a", Name: mdName, FieldPath: machineDeploymentInfraRefPath},
+			Object:          runtime.RawExtension{Raw: []byte(`{"kind":"OpenStackMachineTemplate","spec":{"template":{"spec":{}}}}`)},
+			Variables: []runtimehooksv1.Variable{
+				{Name: runtimehooksv1.BuiltinsName, Value: raw(runtimehooksv1.Builtins{MachineDeployment: &runtimehooksv1.MachineDeploymentBuiltins{TopologyName: "md-a", Name: mdName}})},
+				{Name: sharednetv1.VariableName, Value: raw(map[string]string{"name": "vm"})},
+			},
+		}},
+	}
+	resp := &runtimehooksv1.GeneratePatchesResponse{}
+	h.GeneratePatches(context.Background(), req, resp)
+	if resp.Status != runtimehooksv1.ResponseStatusSuccess {
+		t.Fatalf("GeneratePatches failed: %s", resp.Message)
+	}
+	return resp
+}
+
+// The exact patch: the cluster network's default port, then the shared port.
+const wantPatch = `[{"op":"add","path":"/spec/template/spec/ports","value":[{},{"network":{"id":"net-1"},"description":"capo-sharednet: shared network vm, subnet sub-1","nameSuffix":"shared","fixedIPs":[{"subnet":{"id":"sub-1"}}],"tags":["capo-sharednet"]}]}]`
+
+func TestGeneratePatchesDecidesThePortOfEachNodegroup(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		objs    []client.Object
+		granted bool
+		port    bool
+	}{
+		{name: "a nodegroup being created gets the port at once, before the share, so its machines are created once", granted: true, port: true},
+		{name: "a nodegroup being created in a namespace not granted gets none", port: false},
+		{name: "a nodegroup being created whose attach was refused before the share gets none", objs: []client.Object{attachment(false, sharednetv1.ReasonRuleViolated)}, granted: true, port: false},
+		{name: "a running nodegroup without the port waits for the share", objs: existing(false), granted: true, port: false},
+		{name: "a running nodegroup gets the port once shared", objs: append(existing(false), attachment(true, "")), granted: true, port: true},
+		{name: "a port the nodegroup carries is kept while the share is pending (lost status, restart)", objs: existing(true), granted: true, port: true},
+		{name: "a port given at creation goes when the attach is refused before the share and no machine has a server",
+			objs: append(existing(true), attachment(false, sharednetv1.ReasonRuleViolated), machine("")), granted: true, port: false},
+		{name: "a refused attach never takes the port from a nodegroup whose machines have servers",
+			objs: append(existing(true), attachment(false, sharednetv1.ReasonRuleViolated), machine("openstack:///server-1")), granted: true, port: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			objs := tc.objs
+			h := patchWorld(t, objs...)
+			if !tc.granted {
+				ns := &corev1.Namespace{}
+				g.Expect(h.Reader.Get(context.Background(), client.ObjectKey{Name: "team-a"}, ns)).To(Succeed())
+				ns.Labels = nil
+				g.Expect(h.Client.Update(context.Background(), ns)).To(Succeed())
+			}
+			resp := generate(t, h)
+			if !tc.port {
+				g.Expect(resp.Items).To(BeEmpty())
+				return
+			}
+			g.Expect(resp.Items).To(HaveLen(1))
+			g.Expect(string(resp.Items[0].Patch)).To(MatchJSON(wantPatch))
+		})
+	}
+}
