@@ -93,7 +93,7 @@ func (w *world) class() {
 		MatchResources: clusterv1.PatchSelectorMatch{InfrastructureCluster: ptr.To(true)}}
 	cc := &clusterv1.ClusterClass{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "class"}, Spec: clusterv1.ClusterClassSpec{
 		Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{Kind: "OpenStackClusterTemplate", Name: tmpl.Name}},
-		Variables: []clusterv1.ClusterClassVariable{{Name: "nodeCIDR", Schema: str("10.6.0.0/24")}, {Name: "networkMTU", Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "integer"}}}},
+		Variables:      []clusterv1.ClusterClassVariable{{Name: "nodeCIDR", Schema: str("10.6.0.0/24")}, {Name: "networkMTU", Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "integer"}}}},
 		Patches: []clusterv1.ClusterClassPatch{{
 			Name: "nodeSubnet", Definitions: []clusterv1.PatchDefinition{{Selector: selector, JSONPatches: []clusterv1.JSONPatch{{
 				Op: "replace", Path: "/spec/template/spec/managedSubnets", ValueFrom: &clusterv1.JSONPatchValue{Template: "- cidr: {{ .nodeCIDR | quote }}"}}}}},
@@ -274,7 +274,9 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 }
 
 func TestFactsAreFreshOrAskedLive(t *testing.T) {
-	stale := func(w *world) { w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-DefaultMaxFactAge - time.Second)} }
+	stale := func(w *world) {
+		w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-DefaultMaxFactAge - time.Second)}
+	}
 	notReady := func(w *world) { w.sn.Status.Conditions[0].Status = metav1.ConditionFalse }
 	for name, age := range map[string]func(*world){"stale": stale, "not Ready": notReady} {
 		t.Run(name+" status: Neutron's answer decides", func(t *testing.T) {
