@@ -40,6 +40,8 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 		go book.run(ledgerCtx, pl.Client, ns, name)
 		DeferCleanup(stop)
 		book.settle()
+		// After every spec of this container: the upgrade uses the cluster too.
+		DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
 	}, NodeTimeout(5*time.Minute))
 
 	It("attach at creation: every machine of md-a is created once, each with its port on the shared subnet; nothing is rolled for the attach", func(ctx SpecContext) {
@@ -55,7 +57,6 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 			}
 		}
 		Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
-		DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
 
 		Eventually(func(g Gomega) {
 			a, err := pl.Attachment(ctx, ns, name, mdA)
