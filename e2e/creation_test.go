@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -58,18 +59,7 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 		}
 		Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
 
-		Eventually(func(g Gomega) {
-			a, err := pl.Attachment(ctx, ns, name, mdA)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).NotTo(BeNil())
-			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
-			created, err = pl.Machines(ctx, ns, name, mdA)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(created).To(HaveLen(2))
-			for _, m := range created {
-				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
-			}
-		}, 8*time.Minute, time.Second).Should(Succeed())
+		created = attachedMachines(ctx, ns, name, mdA, 2, 8*time.Minute)
 
 		By("md-a's machines were created once: two created, none deleted, and nothing more happens")
 		book.settle()
@@ -128,5 +118,6 @@ func expectSharedPorts(ctx context.Context, machines []plane.Machine, vmNet plan
 		Expect(port.FixedIPs).To(HaveLen(1))
 		Expect(port.FixedIPs[0].SubnetID).To(Equal(vmNet.SubnetID))
 		Expect(inPools(ctx, vmNet.SubnetID, port.FixedIPs[0].IPAddress)).To(BeTrue(), port.FixedIPs[0].IPAddress)
+		fmt.Fprintf(GinkgoWriter, "%s: server %s, shared address %s\n", m.Name, server, port.FixedIPs[0].IPAddress)
 	}
 }

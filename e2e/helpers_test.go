@@ -17,6 +17,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 )
 
@@ -217,4 +218,24 @@ func newStory(ctx SpecContext, prefix, clusterPrefix, cidr string) (ns, cluster,
 	}
 	Expect(pl.WaitForClusterClass(ctx, ns, plane.ClusterClassName)).To(Succeed())
 	return ns, cluster, sharedNetwork, vmNet
+}
+
+// attachedMachines waits until the nodegroup's attachment is Attached with n
+// Running machines, and returns them.
+func attachedMachines(ctx SpecContext, ns, cluster, topology string, n int, timeout time.Duration) []plane.Machine {
+	GinkgoHelper()
+	var out []plane.Machine
+	Eventually(func(g Gomega) {
+		a, err := pl.Attachment(ctx, ns, cluster, topology)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a).NotTo(BeNil())
+		g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
+		out, err = pl.Machines(ctx, ns, cluster, topology)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(HaveLen(n))
+		for _, m := range out {
+			g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+		}
+	}, timeout, time.Second).Should(Succeed())
+	return out
 }

@@ -107,18 +107,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(a.Status.Share.ProjectID).To(Equal(clusterProject.ProjectID))
 
 		By("md-a rolls out: Attached once every new node has its shared address")
-		var now []plane.Machine
-		Eventually(func(g Gomega) {
-			a, err := pl.Attachment(ctx, ns, name, mdA)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
-			now, err = pl.Machines(ctx, ns, name, mdA)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(now).To(HaveLen(2))
-			for _, m := range now {
-				g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
-			}
-		}, 5*time.Minute, time.Second).Should(Succeed())
+		now := attachedMachines(ctx, ns, name, mdA, 2, 5*time.Minute)
 
 		By("exactly once: every old machine deleted, exactly as many new ones, nothing else")
 		book.settle()
@@ -130,18 +119,8 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		fmt.Fprintf(GinkgoWriter, "md-a: created %v, deleted %v\n", machineNames(now), machineNames(initialA))
 
 		By("every new Nova server has one port on the shared subnet, in the cluster's project, with an address from its pools")
-		onShared := clusterPortsOn(ctx, vmNet.NetworkID)
-		for _, m := range now {
-			server := plane.ServerID(m.ProviderID)
-			Expect(onShared[server]).To(HaveLen(1), "server %s of machine %s", server, m.Name)
-			port := onShared[server][0]
-			Expect(port.Name).To(Equal(m.Name + "-shared"))
-			Expect(port.FixedIPs).To(HaveLen(1))
-			Expect(port.FixedIPs[0].SubnetID).To(Equal(vmNet.SubnetID))
-			Expect(inPools(ctx, vmNet.SubnetID, port.FixedIPs[0].IPAddress)).To(BeTrue(), port.FixedIPs[0].IPAddress)
-			fmt.Fprintf(GinkgoWriter, "%s: server %s, shared address %s\n", m.Name, server, port.FixedIPs[0].IPAddress)
-		}
-		Expect(onShared).To(HaveLen(len(now)), "no other server of the project is on the network")
+		expectSharedPorts(ctx, now, vmNet)
+		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(HaveLen(len(now)), "no other server of the project is on the network")
 
 		By("md-b and the control plane are untouched")
 		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
