@@ -14,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,6 +35,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
 )
 
@@ -539,6 +541,12 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(sn), sn); err != nil {
 			return err
 		}
+		// Ready and just read, for this spec and (missing) credential: its
+		// controller leaves such facts alone for a resync, and admission
+		// decides on them instead of asking Neutron (there is none here).
+		now := metav1.Now()
+		sn.Status.LastRefreshTime, sn.Status.ObservedGeneration = &now, sn.Generation
+		meta.SetStatusCondition(&sn.Status.Conditions, metav1.Condition{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, Message: "test fixture"})
 		sn.Status.MTU = 1450
 		sn.Status.Subnets = []sharednetv1.SubnetStatus{{
 			ID: clusterVariables["SHARED_NETWORK_SUBNET_ID"], CIDR: sharedSubnetCIDR, IPVersion: 4,
@@ -667,9 +675,14 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 				spec.SSHKeyName != clusterVariables["OPENSTACK_SSH_KEY_NAME"] {
 				t.Errorf("MachineDeployment %s: worker template flavor %v, image %+v, sshKeyName %q", md.Name, spec.Flavor, spec.Image, spec.SSHKeyName)
 			}
-			// No share exists (no cloud here): the extension must not add the port yet.
-			if len(spec.Ports) != 0 {
-				t.Errorf("MachineDeployment %s: ports %+v before the network is shared", md.Name, spec.Ports)
+			// md-a, attached by the template, is created with its port (CAPO
+			// can create it once the network is shared); md-b has none.
+			want := []infrav1.PortOpts(nil)
+			if md.Labels[clusterv1.ClusterTopologyMachineDeploymentNameLabel] == "md-a" {
+				want = []infrav1.PortOpts{{}, sharedport.Port(sn.Name, sn.Spec.NetworkID, clusterVariables["SHARED_NETWORK_SUBNET_ID"])}
+			}
+			if !equality.Semantic.DeepEqual(spec.Ports, want) {
+				t.Errorf("MachineDeployment %s: ports %+v, want %+v", md.Name, spec.Ports, want)
 			}
 		}
 	})
