@@ -163,16 +163,11 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 
 // fresh says whether the facts in status are still good, and for how long.
 func (r *SharedNetworkReconciler) fresh(sn *sharednetv1.SharedNetwork, secret *corev1.Secret) (time.Duration, bool) {
-	ready := meta.FindStatusCondition(sn.Status.Conditions, sharednetv1.ReadyCondition)
-	if ready == nil || ready.Status != metav1.ConditionTrue || sn.Status.LastRefreshTime == nil ||
-		sn.Status.ObservedGeneration != sn.Generation || sn.Status.ObservedIdentityVersion != secret.ResourceVersion {
+	if sn.Status.ObservedIdentityVersion != secret.ResourceVersion {
 		return 0, false
 	}
-	age := r.now().Sub(sn.Status.LastRefreshTime.Time)
-	if age >= r.resync() {
-		return 0, false
-	}
-	return r.resync() - age, true
+	wait := sn.FreshFor(r.now(), r.resync())
+	return wait, wait > 0
 }
 
 // refresh reads the facts from Neutron into sn.Status and sets Ready.

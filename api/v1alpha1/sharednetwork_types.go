@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -184,6 +187,17 @@ type SharedNetworkList struct {
 
 func init() {
 	SchemeBuilder.Register(&SharedNetwork{}, &SharedNetworkList{})
+}
+
+// FreshFor is how much longer the facts in status may be decided on, given
+// they hold for maxAge after a read: zero when they are older, not Ready, or
+// read for an older spec.
+func (sn *SharedNetwork) FreshFor(now time.Time, maxAge time.Duration) time.Duration {
+	if !meta.IsStatusConditionTrue(sn.Status.Conditions, ReadyCondition) || sn.Status.LastRefreshTime == nil ||
+		sn.Status.ObservedGeneration != sn.Generation {
+		return 0
+	}
+	return max(0, maxAge-now.Sub(sn.Status.LastRefreshTime.Time))
 }
 
 // SubnetIDs are the IDs of the subnets whose facts are known.

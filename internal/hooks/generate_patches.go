@@ -92,17 +92,22 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 	if err != nil {
 		return nil, err
 	}
-	desired, err := h.establishedPort(ctx, cluster, md.MachineDeployment.TopologyName, *value)
+	attachment, err := h.attachmentOf(ctx, cluster, md.MachineDeployment.TopologyName)
 	if err != nil {
 		return nil, err
 	}
-	if desired != nil {
-		return desired, nil
+	if spec := attachment.Spec; attachment.ShareEstablished() && spec.SharedNetwork == value.Name &&
+		spec.Subnet != "" && (value.Subnet == "" || spec.Subnet == value.Subnet) {
+		// Shared with the cluster's project for this nodegroup.
+		sn, err := h.sharedNetwork(ctx, value.Name)
+		if err != nil {
+			return nil, err
+		}
+		if desired, err := h.grantedPort(ctx, cluster.Namespace, sn, spec.Subnet); desired != nil || err != nil {
+			return desired, err
+		}
 	}
-	refused, err := h.refusedBeforeShare(ctx, cluster, md.MachineDeployment.TopologyName)
-	if err != nil {
-		return nil, err
-	}
+	refused := refusedBeforeShare(attachment)
 	if carried != nil {
 		// Not (yet, or no longer) established: keep whatever the nodegroup
 		// runs with, so nothing rolls until the share is in place. The one
@@ -125,31 +130,58 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 		// cluster's project: seconds after the cluster network exists, and
 		// before the first worker server (CAPI creates no worker machine
 		// until the control plane is up); until then it retries.
-		return h.pendingPort(ctx, cluster, *value)
+		sn, err := h.sharedNetwork(ctx, value.Name)
+		if err != nil || sn == nil {
+			return nil, err
+		}
+		subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
+		if v != nil {
+			return nil, nil
+		}
+		return h.grantedPort(ctx, cluster.Namespace, sn, subnet)
 	}
 	return nil, nil
 }
 
-// refusedBeforeShare says the nodegroup's attachment was refused before
-// any share was made: a rule, the grant or the cluster's cloud.
-func (h *Handlers) refusedBeforeShare(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, topologyName string) (bool, error) {
+// sharedNetwork reads a SharedNetwork; nil when it does not exist.
+func (h *Handlers) sharedNetwork(ctx context.Context, name string) (*sharednetv1.SharedNetwork, error) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return sn, nil
+}
+
+// attachmentOf is the nodegroup's SharedNetworkAttachment; an empty one when
+// there is none, or when the name belongs to another (cluster, topology)
+// pair (see AttachmentName).
+func (h *Handlers) attachmentOf(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, topologyName string) (*sharednetv1.SharedNetworkAttachment, error) {
 	attachment := &sharednetv1.SharedNetworkAttachment{}
 	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topologyName)}
 	if err := h.Reader.Get(ctx, key, attachment); err != nil {
-		return false, client.IgnoreNotFound(err)
+		return &sharednetv1.SharedNetworkAttachment{}, client.IgnoreNotFound(err)
 	}
-	if attachment.Spec.ClusterName != cluster.Name || attachment.Spec.MachineDeploymentTopology != topologyName || attachment.ShareEstablished() {
-		return false, nil
+	if attachment.Spec.ClusterName != cluster.Name || attachment.Spec.MachineDeploymentTopology != topologyName {
+		return &sharednetv1.SharedNetworkAttachment{}, nil
+	}
+	return attachment, nil
+}
+
+// refusedBeforeShare says the attach was refused before any share was made:
+// a rule, the grant or the cluster's cloud.
+func refusedBeforeShare(attachment *sharednetv1.SharedNetworkAttachment) bool {
+	if attachment.ShareEstablished() {
+		return false
 	}
 	shared := meta.FindStatusCondition(attachment.Status.Conditions, sharednetv1.SharedCondition)
 	if shared == nil || shared.Status != metav1.ConditionFalse {
-		return false, nil
+		return false
 	}
 	switch shared.Reason {
 	case sharednetv1.ReasonRuleViolated, sharednetv1.ReasonNotGranted, sharednetv1.ReasonForeignKeystone:
-		return true, nil
+		return true
 	}
-	return false, nil
+	return false
 }
 
 // anyServer says whether a machine of the MachineDeployment has a server
@@ -167,18 +199,15 @@ func (h *Handlers) anyServer(ctx context.Context, holder runtimehooksv1.HolderRe
 	return false, nil
 }
 
-// pendingPort is the port for value of a nodegroup being created, under a
-// grant that holds now, or nil.
-func (h *Handlers) pendingPort(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, value sharednetv1.SharedNetworkVariable) (*infrav1.PortOpts, error) {
-	sn := &sharednetv1.SharedNetwork{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
-	if v != nil {
+// grantedPort is the port on subnet of sn (nil: none), or nil. A new port
+// only under a grant that holds now: a status written by someone else, or a
+// grant revoked since, attaches nothing new (a port the nodegroup already
+// runs with stays, see sharedPortFor).
+func (h *Handlers) grantedPort(ctx context.Context, namespace string, sn *sharednetv1.SharedNetwork, subnet string) (*infrav1.PortOpts, error) {
+	if sn == nil {
 		return nil, nil
 	}
-	if err := preflight.Granted(ctx, h.Reader, sn, cluster.Namespace, subnet); err != nil {
+	if err := preflight.Granted(ctx, h.Reader, sn, namespace, subnet); err != nil {
 		var violation *rules.Violation
 		if errors.As(err, &violation) {
 			return nil, nil
@@ -186,38 +215,6 @@ func (h *Handlers) pendingPort(ctx context.Context, cluster *runtimehooksv1.Clus
 		return nil, err
 	}
 	port := sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet)
-	return &port, nil
-}
-
-// establishedPort is the port for value when the network is shared with the
-// cluster's project for this nodegroup, else nil.
-func (h *Handlers) establishedPort(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, topologyName string, value sharednetv1.SharedNetworkVariable) (*infrav1.PortOpts, error) {
-	attachment := &sharednetv1.SharedNetworkAttachment{}
-	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topologyName)}
-	if err := h.Reader.Get(ctx, key, attachment); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	spec := attachment.Spec
-	if spec.ClusterName != cluster.Name || spec.MachineDeploymentTopology != topologyName ||
-		spec.SharedNetwork != value.Name || (value.Subnet != "" && spec.Subnet != value.Subnet) ||
-		spec.Subnet == "" || !attachment.ShareEstablished() {
-		return nil, nil
-	}
-	sn := &sharednetv1.SharedNetwork{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	// A new port only under a grant that holds now: a status written by
-	// someone else, or a grant revoked since, attaches nothing new (a port
-	// the nodegroup already runs with stays, see sharedPortFor).
-	if err := preflight.Granted(ctx, h.Reader, sn, cluster.Namespace, spec.Subnet); err != nil {
-		var v *rules.Violation
-		if errors.As(err, &v) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	port := sharedport.Port(sn.Name, sn.Spec.NetworkID, spec.Subnet)
 	return &port, nil
 }
 

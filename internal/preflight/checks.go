@@ -221,12 +221,12 @@ func Grows(old, cluster *clusterv1.Cluster, topology string) (bool, error) {
 	if err != nil {
 		return false, &NodegroupError{Topology: topology, Err: err}
 	}
-	oldMax, oldZones, err := Size(old, topology)
+	oldMax, _, err := Size(old, topology)
 	if err != nil {
 		return true, nil // the old size was unreadable: check the new one
 	}
 	// Zones are the Cluster's in both: only the nodegroup's own change counts.
-	oldZones = rules.Zones(failureDomain(old, topology), len(cluster.Status.FailureDomains))
+	oldZones := rules.Zones(failureDomain(old, topology), len(cluster.Status.FailureDomains))
 	return rules.Consumer{MaxSize: maxSize, Zones: zones}.Need() > rules.Consumer{MaxSize: oldMax, Zones: oldZones}.Need(), nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -88,9 +87,7 @@ func (c *Checker) fresh(sn *sharednetv1.SharedNetwork) bool {
 	if c.Now != nil {
 		now = c.Now
 	}
-	return meta.IsStatusConditionTrue(sn.Status.Conditions, sharednetv1.ReadyCondition) &&
-		sn.Status.ObservedGeneration == sn.Generation &&
-		sn.Status.LastRefreshTime != nil && now().Sub(sn.Status.LastRefreshTime.Time) <= maxAge
+	return sn.FreshFor(now(), maxAge) > 0
 }
 
 // sharedNetwork reads a SharedNetwork; a missing one is a user error.
