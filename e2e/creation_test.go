@@ -7,6 +7,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +23,8 @@ import (
 // md-a is attached when the cluster is created. Its machines are created
 // once, each with its shared port, and never rolled for the attach; a
 // Kubernetes upgrade then rolls md-a exactly once and the new machines keep
-// their port.
+// their port. Deleting the cluster's namespace then removes everything it
+// made, in Kubernetes and in the cloud.
 var _ = Describe("A cluster created with a nodegroup on a shared network", Ordered, Label("local"), func() {
 	const mdA, mdB = "md-a", "md-b"
 	var (
@@ -103,6 +107,32 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 		expectSharedPorts(ctx, now, vmNet)
 		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1), "the same share")
 	}, SpecTimeout(8*time.Minute))
+
+	It("deleting the cluster's namespace, with a Service's internal load balancer on the shared subnet, completes (kube-controller-manager's namespace controller) and leaves nothing in Nova, Neutron (no share, no port) or Octavia", func(ctx SpecContext) {
+		service := client.ObjectKey{Namespace: "default", Name: "svc-" + name}
+		DeferCleanup(deleteWorkloadService, service, NodeTimeout(2*time.Minute))
+		lb := createGuideService(ctx, key, service, vmNet.SubnetID, clusterNodes(ctx, key))
+
+		done := tl.step("delete the cluster's namespace (the namespace controller deletes the Cluster; BeforeClusterDelete removes the LB)")
+		Expect(pl.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			n := &corev1.Namespace{}
+			err := pl.Client.Get(ctx, client.ObjectKey{Name: ns}, n)
+			if apierrors.IsNotFound(err) {
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Status.Conditions).To(BeEmpty(), "namespace %s is still %s", ns, n.Status.Phase)
+			g.Expect(n.Status.Phase).To(BeEmpty(), "namespace %s is still there", ns)
+		}, 8*time.Minute, 2*time.Second).Should(Succeed())
+		done()
+
+		Expect(lbGone(ctx, lb.ID)).To(BeTrue(), "BeforeClusterDelete removed the load balancer")
+		Expect(lbsOnSubnet(ctx, vmNet.SubnetID)).To(BeEmpty())
+		Eventually(func() []string { return shares(ctx, vmNet.NetworkID) }, time.Minute, time.Second).Should(BeEmpty(), "the share is removed")
+		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(BeEmpty())
+		Expect(leftovers(ctx, ns, name)).To(BeEmpty(), "nothing of the cluster is left in Neutron, Nova or Octavia")
+	}, SpecTimeout(12*time.Minute))
 })
 
 // expectSharedPorts: every machine's Nova server has one port on the shared

@@ -10,16 +10,20 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/rules"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
+	"github.com/capo-sharednet/capo-sharednet/internal/providers"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -41,6 +45,8 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		initialB         []plane.Machine
 		controlPlane     controlPlaneState
 		mdBTemplates     [2]string
+		// myService is the guide's Service in the workload cluster.
+		myService = client.ObjectKey{Namespace: "default", Name: "my-service"}
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -62,6 +68,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		}
 		Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
 		DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
+		DeferCleanup(deleteWorkloadService, myService, NodeTimeout(2*time.Minute))
 
 		book = newLedger()
 		ledgerCtx, stop := context.WithCancel(context.Background())
@@ -121,6 +128,11 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		By("every new Nova server has one port on the shared subnet, in the cluster's project, with an address from its pools")
 		expectSharedPorts(ctx, now, vmNet)
 		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(HaveLen(len(now)), "no other server of the project is on the network")
+
+		By("every Node of md-a is initialized by the real cloud controller manager and keeps its first InternalIP on the cluster network")
+		_, clusterCIDR, err := pl.ClusterSubnet(ctx, ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		expectNodesOnClusterNetwork(ctx, now, clusterCIDR, vmNet)
 
 		By("md-b and the control plane are untouched")
 		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
@@ -245,9 +257,51 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 			deleteLB(ctx, lb.ID)
 		}
 	})
-	It("an internal load balancer on the shared subnet blocks the detach, named in the refusal", func(ctx SpecContext) {
-		defer tl.step("detach refused while an internal LB is on the shared subnet")()
-		lb = createInternalLB(ctx, key, client.ObjectKey{Namespace: "default", Name: "my-service"}, vmNet.SubnetID)
+	It("the workload cluster: a Service without the internal annotation is refused by its API server; the guide's Service gets an internal load balancer on the shared subnet from the real cloud controller manager", func(ctx SpecContext) {
+		defer tl.step("Services: a public one refused by the guardrails; the guide's one gets its internal LB from the CCM")()
+		subnetID, _, err := pl.ClusterSubnet(ctx, ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		public := plane.GuideService(client.ObjectKey{Namespace: "default", Name: "public"}, vmNet.SubnetID, subnetID)
+		delete(public.Annotations, guardrails.InternalAnnotation)
+		Eventually(func(g Gomega) {
+			err := pl.WorkloadClient.Create(ctx, public.DeepCopy())
+			if err == nil { // the policy was not there yet: remove it before the CCM acts, try again
+				_ = pl.WorkloadClient.Delete(ctx, public.DeepCopy())
+			}
+			g.Expect(err).To(HaveOccurred(), "refused by the workload API server")
+			g.Expect(err.Error()).To(ContainSubstring("must be internal"))
+		}, time.Minute, time.Second).Should(Succeed())
+
+		lb = createGuideService(ctx, key, myService, vmNet.SubnetID, clusterNodes(ctx, key))
+	}, SpecTimeout(5*time.Minute))
+
+	It("a Gateway in Envoy Gateway's shape (real Gateway API CRDs) is judged by the same policy: refused without the internal annotation, admitted with the three", func(ctx SpecContext) {
+		defer tl.step("Gateway: refused without the internal annotation, admitted with the three")()
+		paths, err := providers.GatewayAPICRDs()
+		Expect(err).NotTo(HaveOccurred())
+		_, err = envtest.InstallCRDs(pl.Workload, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+		Expect(err).NotTo(HaveOccurred())
+		subnetID, _, err := pl.ClusterSubnet(ctx, ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		three := map[string]string{guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmNet.SubnetID, guardrails.MemberSubnetAnnotation: subnetID}
+		public := map[string]string{guardrails.SubnetAnnotation: vmNet.SubnetID, guardrails.MemberSubnetAnnotation: subnetID}
+		Eventually(func(g Gomega) {
+			gw := providers.EnvoyGateway("default", "public", public)
+			err := pl.WorkloadClient.Create(ctx, gw)
+			if err == nil {
+				_ = pl.WorkloadClient.Delete(ctx, gw)
+			}
+			g.Expect(err).To(HaveOccurred(), "refused by the workload API server")
+			g.Expect(err.Error()).To(ContainSubstring("must be internal"))
+		}, time.Minute, time.Second).Should(Succeed())
+		gw := providers.EnvoyGateway("default", "internal", three)
+		Expect(pl.WorkloadClient.Create(ctx, gw)).To(Succeed())
+		Expect(pl.WorkloadClient.Delete(ctx, gw)).To(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("the Service's internal load balancer on the shared subnet blocks the detach, named in the refusal", func(ctx SpecContext) {
+		defer tl.step("detach refused while the Service's internal LB is on the shared subnet")()
+		Expect(lb).NotTo(BeNil(), "the Service's load balancer")
 		mark := book.mark()
 		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })
 		Expect(err).To(HaveOccurred())
@@ -264,9 +318,11 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 	}, SpecTimeout(4*time.Minute))
 
 	It("after the load balancer is deleted, detach replaces md-a's machines exactly once more, their ports go, the share is deleted and the VM project can delete its network", func(ctx SpecContext) {
-		done := tl.step("delete the LB, detach md-a (2 nodes replaced), unshare, VM project deletes its network")
+		done := tl.step("delete the Service (the CCM deletes its LB), detach md-a (2 nodes replaced), unshare, VM project deletes its network")
 		defer done()
-		deleteLB(ctx, lb.ID)
+		By("the owner deletes the Service: the cloud controller manager deletes its load balancer")
+		Expect(pl.WorkloadClient.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: myService.Namespace, Name: myService.Name}})).To(Succeed())
+		Eventually(func() bool { return lbGone(ctx, lb.ID) }, 2*time.Minute, time.Second).Should(BeTrue(), "the CCM deleted load balancer %s", lb.Name)
 		attached, err := pl.Machines(ctx, ns, name, mdA)
 		Expect(err).NotTo(HaveOccurred())
 		mark := book.mark()
@@ -320,7 +376,9 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(shares(ctx, second.NetworkID)).To(HaveLen(1))
 		done()
 
-		lb2 := createInternalLB(ctx, key, client.ObjectKey{Namespace: "default", Name: "gateway"}, second.SubnetID)
+		gatewayService := client.ObjectKey{Namespace: "default", Name: "gateway"}
+		DeferCleanup(deleteWorkloadService, gatewayService, NodeTimeout(2*time.Minute))
+		lb2 := createGuideService(ctx, key, gatewayService, second.SubnetID, clusterNodes(ctx, key))
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, lb2.ID) }) // only if the hook did not
 		// A Cluster with the same name in another namespace of the same
 		// project, with a load balancer on the same subnet: never this one's.

@@ -61,10 +61,13 @@ func buildExtension(root, binDir string) (string, error) {
 	return out, goBuild(root, out, ".")
 }
 
-func goBuild(root, out, pkg string) error {
+func goBuild(root, out, pkg string) error { return goBuildIn(root, out, pkg) }
+
+// goBuildIn builds pkg of the module in dir into out, with more go build flags.
+func goBuildIn(dir, out, pkg string, flags ...string) error {
 	tmp := fmt.Sprintf("%s.tmp-%d", out, os.Getpid()) // two planes may build at once
-	cmd := exec.Command("go", "build", "-o", tmp, pkg)
-	cmd.Dir = root
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", tmp, pkg)...)
+	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

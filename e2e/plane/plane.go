@@ -202,6 +202,13 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 			return nil, err
 		}
 	}
+	if binaries["openstack-cloud-controller-manager"], err = ensureCCM(opts.Root, opts.BinDir, step); err != nil {
+		return nil, err
+	}
+	kcm := filepath.Join(opts.Assets, "kube-controller-manager")
+	if _, err := os.Stat(kcm); err != nil {
+		return nil, fmt.Errorf("kube-controller-manager not found in %s (run hack/ensure-envtest-assets.sh): %w", opts.Assets, err)
+	}
 	step("building the extension (go build .)")
 	if binaries["capo-sharednet"], err = buildExtension(opts.Root, opts.BinDir); err != nil {
 		return nil, err
@@ -277,6 +284,16 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	}
 	if p.WorkloadPort, err = strconv.Atoi(u.Port()); err != nil {
 		return nil, fmt.Errorf("workload API server %s: %w", p.Workload.Host, err)
+	}
+
+	// kube-controller-manager in both planes, as in every real cluster:
+	// garbage collection of owner references, namespace deletion.
+	for _, k := range []struct{ name, kubeconfig string }{{"management", p.Kubeconfig}, {"workload", p.WorkloadKubeconfig}} {
+		pr, err := p.controllerManager(kcm, k.name, k.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		p.managers = append(p.managers, pr)
 	}
 
 	// Admission webhooks, then the managers that serve them.
@@ -357,8 +374,8 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	if err := p.registerExtension(ctx, ours.serving.LocalServingCAData); err != nil {
 		return nil, err
 	}
-	step("starting the stand-ins: control plane, node simulator")
-	if err := p.startStandIns(ctx); err != nil {
+	step("starting the stand-ins: control plane, node simulator; a cloud controller manager per cluster")
+	if err := p.startStandIns(ctx, binaries["openstack-cloud-controller-manager"]); err != nil {
 		return nil, err
 	}
 	return p, p.writeState()
@@ -451,7 +468,31 @@ func (p *Plane) registerExtension(ctx context.Context, caBundle []byte) error {
 	return nil
 }
 
-func (p *Plane) startStandIns(ctx context.Context) error {
+// controllerManager is kube-controller-manager against one of the plane's
+// API servers, built from the same Kubernetes version as kube-apiserver.
+func (p *Plane) controllerManager(binary, plane, kubeconfig string) (*process, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	controllers := "*"
+	if plane == "workload" {
+		// The node simulator (a stand-in) posts no kubelet Lease: the node
+		// lifecycle controller would mark its Nodes unreachable.
+		controllers += ",-node-lifecycle-controller"
+	}
+	name := "kube-controller-manager-" + plane
+	return &process{
+		name: name, path: binary, log: filepath.Join(p.Logs(), name+".log"),
+		readyz: "https://" + addr(port) + "/healthz",
+		args: []string{
+			"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
+			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--cert-dir=" + filepath.Join(p.Dir, name),
+		},
+	}, nil
+}
+
+func (p *Plane) startStandIns(ctx context.Context, ccmBinary string) error {
 	mgr, err := ctrl.NewManager(p.Config, ctrl.Options{
 		Scheme:                 p.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -464,6 +505,12 @@ func (p *Plane) startStandIns(ctx context.Context) error {
 		return err
 	}
 	if err := mgr.Add(&nodeSimulator{mgmt: p.Client, workload: p.WorkloadClient, every: 2 * time.Second}); err != nil {
+		return err
+	}
+	if err := mgr.Add(&cloudControllerManagers{
+		mgmt: p.Client, root: p.opts.Root, dir: filepath.Join(p.Dir, "ccm"), logs: p.Logs(), binary: ccmBinary,
+		workload: p.WorkloadKubeconfig, every: 2 * time.Second, running: map[client.ObjectKey]*process{},
+	}); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -21,6 +21,10 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
+// uninitializedTaint is the taint a kubelet with --cloud-provider=external
+// registers its Node with (k8s.io/cloud-provider/api.TaintExternalCloudProvider).
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
 // Labels the node simulator puts on the Nodes it registers.
 const (
 	SimulatedNodeLabel     = "stand-in.capo-sharednet.io/simulated-node"
@@ -33,9 +37,11 @@ const (
 // kubelet would ever register. Like a kubelet on a booted server, the
 // simulator registers a Node in the workload cluster for each ACTIVE Nova
 // server of a cluster's OpenStackMachines (asking Nova with the cluster's own
-// identityRef credential): providerID openstack:///<server ID>, Ready, no
-// memory, disk or PID pressure, the InternalIPs of its OpenStackMachine's
-// status in CAPO's order (no CCM sorts them here). It deletes a
+// identityRef credential), as a kubelet with --cloud-provider=external does:
+// providerID openstack:///<server ID>, the uninitialized taint, Ready, no
+// memory, disk or PID pressure, and no address but its hostname: the
+// cluster's real cloud controller manager (ccm.go) reads the addresses from
+// Nova and Neutron and removes the taint. It deletes a
 // Node whose server is no longer ACTIVE or whose OpenStackMachine is gone
 // (CAPI does not delete worker Nodes of a cluster without control-plane
 // Machines, which a stand-in control plane never has).
@@ -187,7 +193,12 @@ func (s *nodeSimulator) register(ctx context.Context, c *clusterv1.Cluster, m *i
 			},
 			Annotations: map[string]string{"stand-in.capo-sharednet.io/note": "registered by the local plane's node simulator, not by a kubelet"},
 		},
-		Spec: corev1.NodeSpec{ProviderID: providerIDPrefix + srv.ID},
+		// As a kubelet with --cloud-provider=external registers: the cloud
+		// controller manager initializes the Node (addresses, zone, instance
+		// type) and removes the taint.
+		Spec: corev1.NodeSpec{ProviderID: providerIDPrefix + srv.ID, Taints: []corev1.Taint{{
+			Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule,
+		}}},
 	}
 	if err := s.workload.Create(ctx, node); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -213,18 +224,20 @@ func (s *nodeSimulator) report(ctx context.Context, c *clusterv1.Cluster, m *inf
 			condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
 			condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
 		},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: srv.Name}},
+		// The addresses are the cloud controller manager's (read from Nova);
+		// a kubelet with an external cloud provider reports only its hostname.
+		Addresses: before.Status.Addresses,
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion: versionOf(c), OperatingSystem: "linux", Architecture: "amd64",
 			KernelVersion: "stand-in", OSImage: "node simulator", ContainerRuntimeVersion: "stand-in://0",
 		},
 	}
-	for _, a := range m.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.Address})
-		}
+	if len(node.Status.Addresses) == 0 {
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: srv.Name}}
 	}
-	return s.workload.Status().Patch(ctx, node, client.MergeFrom(before))
+	// Optimistic: never overwrite addresses the CCM wrote meanwhile (a
+	// conflict is retried on the next pass).
+	return s.workload.Status().Patch(ctx, node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 func versionOf(c *clusterv1.Cluster) string {

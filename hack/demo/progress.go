@@ -159,13 +159,15 @@ Everything keeps running. Look around:
   kubectl get sharednetworkattachments -n %[2]s          # phase, nodes attached, message
   kubectl get cluster,machinedeployments,machines -n %[2]s
   kubectl get openstackmachines -n %[2]s -o wide
-  kubectl --kubeconfig %[3]s get nodes -o wide   # Nodes from the node simulator (a stand-in for kubelets)
+  kubectl --kubeconfig %[3]s get nodes -o wide   # registered by the node simulator (a stand-in for kubelets), initialized by the real CCM
+  kubectl --kubeconfig %[3]s get service my-service   # EXTERNAL-IP: the internal load balancer's VIP on the shared subnet
   go tool clusterctl describe cluster %[7]s -n %[2]s   # CAPI's view (builds clusterctl once)
 
   export OS_CLIENT_CONFIG_FILE=%[4]s
   openstack --os-cloud vm-project port list --network %[5]s   # md-a's ports on the shared subnet, seen by the VM project
   openstack --os-cloud admin network rbac list --long           # the share (access_as_shared) to cluster-project
   openstack --os-cloud cluster-project server list
+  openstack --os-cloud cluster-project loadbalancer list        # the Service's load balancer, made by the CCM
 
   logs of every component: %[6]s
   detach: remove md-a's sharedNetwork override:  kubectl edit cluster %[7]s -n %[2]s

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,40 @@ func up(d *dirs) error {
 	if err := x.watchAttach(ctx, before, n); err != nil {
 		return err
 	}
+
+	// 7. The guide's Service: the real cloud controller manager gives it an
+	// internal load balancer on the shared subnet.
+	if err := x.guideService(ctx, n); err != nil {
+		return err
+	}
 	x.lookAround(n)
+	return nil
+}
+
+// demoService is the guide's Service in the workload cluster.
+var demoService = client.ObjectKey{Namespace: "default", Name: "my-service"}
+
+// guideService creates the guide's Service (three annotations) in the
+// workload cluster and prints the VIP the cloud controller manager gives it.
+func (x *demo) guideService(ctx context.Context, n plane.VMNetwork) error {
+	subnetID, _, err := x.plane.ClusterSubnet(ctx, demoNamespace, demoCluster)
+	if err != nil {
+		return err
+	}
+	svc := plane.GuideService(demoService, n.SubnetID, subnetID)
+	if err := x.plane.WorkloadClient.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Service %s in the workload cluster: %w", demoService, err)
+	}
+	x.say("Service %s (type LoadBalancer, the guide's three annotations) in the workload cluster: waiting for the OpenStack cloud controller manager", demoService)
+	vip, err := x.plane.WaitForLoadBalancerIP(ctx, demoService, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	where := "NOT on the shared subnet"
+	if a, err := netip.ParseAddr(vip); err == nil && netip.MustParsePrefix(n.CIDR).Contains(a) {
+		where = "on the shared subnet"
+	}
+	x.say("internal load balancer of %s: VIP %s, %s %s (%s); its members are the nodes on the cluster subnet", demoService, vip, where, n.CIDR, n.SubnetID)
 	return nil
 }
 

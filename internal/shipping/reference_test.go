@@ -163,7 +163,8 @@ func generateReference(t *testing.T) []byte {
 		w("| `%s` | `%s` | %s | %s | %s | %ds | %s |\n", wh.Name, *wh.ClientConfig.Service.Path, strings.Join(objects, ", "), strings.Join(ops, ", "),
 			*wh.FailurePolicy, *wh.TimeoutSeconds, strings.Join(conds, ", "))
 	}
-	w("\n`uses-shared-network`: the new or the old Cluster sets `sharedNetwork` (cluster-wide or in a nodegroup's\noverrides); every other Cluster is admitted without calling the extension.\n\n")
+	w("\n`uses-shared-network`: the new or the old Cluster sets `sharedNetwork` (cluster-wide or in a nodegroup's\noverrides); every other Cluster is admitted without calling the extension.\n")
+	w("`holds-clouds-yaml`: the Secret being deleted has a `clouds.yaml` key (CAPO's identityRef format); every other\nSecret is deleted without calling the extension. Such a Secret is refused while it is the identityRef of an\nOpenStackCluster whose cluster uses a shared network (`internal/webhooks/credential.go`).\n\n")
 
 	// Metrics.
 	w("## Metrics\n\nServed on `--metrics-bind-address` (`/metrics`), besides controller-runtime's own.\n\n| metric | type | labels | help |\n|---|---|---|---|\n")

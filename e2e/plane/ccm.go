@@ -1,0 +1,338 @@
+package plane
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+)
+
+// CloudConfigFile is the template of the cloud controller manager's
+// configuration that users apply with their cluster.
+const CloudConfigFile = "templates/cloud-config-shared-network.yaml"
+
+// ccmModule is the module the cloud controller manager is built from, pinned
+// in hack/tools/openstack-cloud-controller-manager/go.mod.
+const ccmModule = "k8s.io/cloud-provider-openstack"
+
+// ccmDir is the wrapper module that builds the cloud controller manager.
+const ccmDir = "hack/tools/openstack-cloud-controller-manager"
+
+// ensureCCM builds cloud-provider-openstack's
+// openstack-cloud-controller-manager at the version its wrapper module pins
+// into binDir, unless that binary exists.
+func ensureCCM(root, binDir string, progress func(string, ...any)) (string, error) {
+	dir := filepath.Join(root, filepath.FromSlash(ccmDir))
+	version, err := providers.ModuleVersion(dir, ccmModule)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(binDir, "openstack-cloud-controller-manager-"+version)
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	progress("building openstack-cloud-controller-manager %s from %s (about 3 minutes cold on 2 cores)", version, ccmModule)
+	start := time.Now()
+	if err := goBuildIn(dir, out, ".", "-trimpath", "-ldflags", "-X "+ccmModule+"/pkg/version.Version="+version); err != nil {
+		return "", err
+	}
+	progress("built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
+	return out, nil
+}
+
+// cloudControllerManagers runs the real OpenStack cloud controller manager of
+// each Cluster as a process of the plane, against the workload API server.
+//
+// In a real cluster the ClusterResourceSet of CloudConfigFile installs the
+// cloud.conf Secret and a DaemonSet on the control-plane nodes; here the
+// control plane is a stand-in, so the plane renders that same file with the
+// cluster's variables (what `clusterctl generate yaml` gives the user) and
+// runs the DaemonSet's container command with the rendered cloud.conf and
+// the cluster's own clouds.yaml. It starts once the cluster's kubeconfig and
+// network exist, and stops when the cluster's control plane is deleted, as a
+// CCM on control-plane nodes would.
+//
+// Every cluster of the plane shares one workload API server, so each CCM
+// sees every cluster's Nodes and Services: tests keep the Services of one
+// cluster at a time (docs/e2e.md).
+type cloudControllerManagers struct {
+	mgmt     client.Client
+	root     string
+	dir      string // <plane>/ccm: one folder per cluster
+	logs     string // the plane's logs folder
+	binary   string
+	workload string // the workload API server's kubeconfig
+	every    time.Duration
+
+	mu      sync.Mutex
+	running map[client.ObjectKey]*process
+}
+
+// Start implements manager.Runnable.
+func (r *cloudControllerManagers) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("cloud-controller-managers")
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	defer r.stopAll()
+	for {
+		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
+			log.Info("cloud controller managers", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (r *cloudControllerManagers) sync(ctx context.Context) error {
+	clusters := &clusterv1.ClusterList{}
+	if err := r.mgmt.List(ctx, clusters); err != nil {
+		return err
+	}
+	wanted := map[client.ObjectKey]bool{}
+	var errs []error
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		key := client.ObjectKeyFromObject(c)
+		run, err := r.wanted(ctx, c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", key, err))
+		}
+		if !run {
+			continue
+		}
+		wanted[key] = true
+		if err := r.ensure(ctx, c); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", key, err))
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, p := range r.running {
+		if !wanted[key] {
+			errs = append(errs, p.stop())
+			delete(r.running, key)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wanted: a CCM runs from the cluster's first kubeconfig until its control
+// plane is deleted.
+func (r *cloudControllerManagers) wanted(ctx context.Context, c *clusterv1.Cluster) (bool, error) {
+	if !c.Spec.ControlPlaneRef.IsDefined() {
+		return false, nil
+	}
+	cp := &controlplanev1.KubeadmControlPlane{} // the plane's control plane (a stand-in)
+	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}, cp); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !cp.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Name + "-kubeconfig"}, &corev1.Secret{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (r *cloudControllerManagers) ensure(ctx context.Context, c *clusterv1.Cluster) error {
+	key := client.ObjectKeyFromObject(c)
+	r.mu.Lock()
+	p := r.running[key]
+	r.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.exited: // restarted below, as the kubelet restarts a container
+			r.mu.Lock()
+			delete(r.running, key)
+			r.mu.Unlock()
+			return fmt.Errorf("the cloud controller manager exited (%v), restarting it; see %s", p.exitErr, p.log)
+		default:
+			return nil
+		}
+	}
+	osc := &infrav1.OpenStackCluster{}
+	if c.Spec.InfrastructureRef.Name == "" {
+		return nil
+	}
+	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.InfrastructureRef.Name}, osc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if osc.Status.Network == nil || len(osc.Status.Network.Subnets) == 0 {
+		return nil // the cluster network is not made yet
+	}
+	identity := &corev1.Secret{}
+	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: osc.Spec.IdentityRef.Name}, identity); err != nil {
+		return err
+	}
+	dir := filepath.Join(r.dir, c.Namespace+"."+c.Name)
+	args, err := RenderCloudConfig(r.root, dir, CloudConfigVariables{
+		ClusterName: c.Name, Namespace: c.Namespace,
+		CloudsYAML: identity.Data[openstack.CloudsSecretKey], Cloud: osc.Spec.IdentityRef.CloudName,
+		NodeCIDR: osc.Status.Network.Subnets[0].CIDR,
+	})
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args = append(args,
+		"--kubeconfig="+r.workload,
+		// One process per cluster: no lease to share with the other
+		// clusters' managers on the one workload API server.
+		"--leader-elect=false",
+		"--secure-port="+strconv.Itoa(port), "--cert-dir="+dir,
+	)
+	p = &process{
+		name: "openstack-cloud-controller-manager " + key.String(), path: r.binary, args: args,
+		log: filepath.Join(r.logs, "openstack-cloud-controller-manager-"+c.Namespace+"."+c.Name+".log"), readyz: "https://" + addr(port) + "/healthz",
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.running[key] = p
+	r.mu.Unlock()
+	return p.waitReady(ctx, time.Minute)
+}
+
+func (r *cloudControllerManagers) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, p := range r.running {
+		_ = p.stop()
+		delete(r.running, key)
+	}
+}
+
+// CloudConfigVariables are the variables of CloudConfigFile.
+type CloudConfigVariables struct {
+	ClusterName, Namespace string
+	// CloudsYAML is the cluster's own clouds.yaml (its identityRef Secret);
+	// Cloud the entry in it.
+	CloudsYAML []byte
+	Cloud      string
+	// NodeCIDR is the cluster network's subnet (OPENSTACK_NODE_CIDR).
+	NodeCIDR string
+}
+
+// RenderCloudConfig renders CloudConfigFile with clusterctl's variable
+// processor, writes the kube-system/cloud-config Secret's files into dir
+// (where the DaemonSet mounts them at /etc/config) and returns the
+// DaemonSet container's arguments, their /etc/config paths pointed at dir.
+func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(CloudConfigFile)))
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{
+		"CLUSTER_NAME": v.ClusterName, "NAMESPACE": v.Namespace,
+		"OPENSTACK_CLOUD_YAML_B64": base64.StdEncoding.EncodeToString(v.CloudsYAML),
+		"OPENSTACK_CLOUD":          v.Cloud, "OPENSTACK_NODE_CIDR": v.NodeCIDR,
+	}
+	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if val, ok := vars[name]; ok {
+			return val, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", CloudConfigFile, err)
+	}
+	docs, err := providers.SplitYAML(out, CloudConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	var set *corev1.Secret
+	for _, doc := range docs {
+		s := &corev1.Secret{}
+		if err := yaml.Unmarshal(doc, s); err == nil && s.Kind == "Secret" {
+			set = s
+		}
+	}
+	if set == nil {
+		return nil, fmt.Errorf("%s: no ClusterResourceSet Secret", CloudConfigFile)
+	}
+	// The resources the ClusterResourceSet applies to the workload cluster.
+	var cloudConfig *corev1.Secret
+	var daemonSet *appsv1.DaemonSet
+	for _, k := range []string{"cloud-config.yaml", "cloud-controller-manager.yaml"} {
+		inner, err := providers.SplitYAML([]byte(set.StringData[k]), CloudConfigFile+" "+k)
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range inner {
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &tm); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", CloudConfigFile, k, err)
+			}
+			switch tm.Kind {
+			case "Secret":
+				cloudConfig = &corev1.Secret{}
+				err = yaml.UnmarshalStrict(doc, cloudConfig)
+			case "DaemonSet":
+				daemonSet = &appsv1.DaemonSet{}
+				err = yaml.UnmarshalStrict(doc, daemonSet)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", CloudConfigFile, k, err)
+			}
+		}
+	}
+	if cloudConfig == nil || daemonSet == nil || len(daemonSet.Spec.Template.Spec.Containers) != 1 {
+		return nil, fmt.Errorf("%s: want the cloud-config Secret and the cloud controller manager's DaemonSet with one container", CloudConfigFile)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	const mount = "/etc/config/"
+	files := map[string][]byte{}
+	for k, val := range cloudConfig.Data {
+		files[k] = val
+	}
+	for k, val := range cloudConfig.StringData {
+		files[k] = []byte(strings.ReplaceAll(val, mount, dir+"/"))
+	}
+	for k, val := range files {
+		if err := os.WriteFile(filepath.Join(dir, k), val, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	container := daemonSet.Spec.Template.Spec.Containers[0]
+	var args []string
+	for _, a := range append(container.Command, container.Args...)[1:] { // [0] is the program
+		args = append(args, strings.ReplaceAll(a, mount, dir+"/"))
+	}
+	return args, nil
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/pools"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+)
+
+// What the workload cluster shows: Nodes initialized by the real OpenStack
+// cloud controller manager, Services of type LoadBalancer it turns into
+// Octavia load balancers.
+
+// uninitializedTaint is the taint the cloud controller manager removes once
+// it has initialized a Node.
+const uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// expectNodesOnClusterNetwork: every machine's Node is initialized by the
+// cloud controller manager, its first InternalIP is on the cluster subnet and
+// its address on the shared subnet is there too (row "node InternalIP stays
+// on the cluster network").
+func expectNodesOnClusterNetwork(ctx context.Context, machines []plane.Machine, clusterCIDR string, vmNet plane.VMNetwork) {
+	GinkgoHelper()
+	clusterPrefix := netip.MustParsePrefix(clusterCIDR)
+	sharedPrefix := netip.MustParsePrefix(vmNet.CIDR)
+	Eventually(func(g Gomega) {
+		nodes := &corev1.NodeList{}
+		g.Expect(pl.WorkloadClient.List(ctx, nodes)).To(Succeed())
+		byProvider := map[string]corev1.Node{}
+		for _, n := range nodes.Items {
+			byProvider[n.Spec.ProviderID] = n
+		}
+		for _, m := range machines {
+			n, ok := byProvider[m.ProviderID]
+			g.Expect(ok).To(BeTrue(), "a Node for machine %s (%s)", m.Name, m.ProviderID)
+			for _, t := range n.Spec.Taints {
+				g.Expect(t.Key).NotTo(Equal(uninitializedTaint), "Node %s initialized by the cloud controller manager", n.Name)
+			}
+			var internal []netip.Addr
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					internal = append(internal, netip.MustParseAddr(a.Address))
+				}
+			}
+			g.Expect(internal).NotTo(BeEmpty(), "Node %s has InternalIPs", n.Name)
+			g.Expect(clusterPrefix.Contains(internal[0])).To(BeTrue(), "Node %s: first InternalIP %s is on the cluster subnet %s (addresses %v)", n.Name, internal[0], clusterCIDR, n.Status.Addresses)
+			shared := 0
+			for _, a := range internal {
+				if sharedPrefix.Contains(a) {
+					shared++
+				}
+			}
+			g.Expect(shared).To(Equal(1), "Node %s has its address on the shared subnet %s (addresses %v)", n.Name, vmNet.CIDR, n.Status.Addresses)
+		}
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	for _, m := range machines {
+		fmt.Fprintf(GinkgoWriter, "Node of %s: initialized by the CCM, first InternalIP on %s\n", m.Name, clusterCIDR)
+	}
+}
+
+// createGuideService creates the guide's Service in the workload cluster and
+// waits for the real cloud controller manager to give it an internal load
+// balancer: VIP on the shared subnet, members on the cluster subnet, one per
+// Node of the cluster. It returns the load balancer as Octavia has it. The
+// caller deletes the Service (deleteWorkloadService) when it is done.
+func createGuideService(ctx context.Context, cluster, service client.ObjectKey, sharedSubnetID string, nodes int) *loadbalancers.LoadBalancer {
+	GinkgoHelper()
+	subnetID, cidr, err := pl.ClusterSubnet(ctx, cluster.Namespace, cluster.Name)
+	Expect(err).NotTo(HaveOccurred())
+	svc := plane.GuideService(service, sharedSubnetID, subnetID)
+	Expect(pl.WorkloadClient.Create(ctx, svc)).To(Succeed())
+	vip, err := pl.WaitForLoadBalancerIP(ctx, service, 3*time.Minute)
+	Expect(err).NotTo(HaveOccurred())
+
+	name := ccm.LoadBalancerName(ccm.ClusterName(cluster.Namespace, cluster.Name), service.Namespace, service.Name)
+	pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(lbs).To(HaveLen(1), "one load balancer named %s in the cluster's project", name)
+	lb := lbs[0]
+	Expect(lb.VipSubnetID).To(Equal(sharedSubnetID), "the VIP is on the shared subnet")
+	Expect(lb.VipAddress).To(Equal(vip), "the Service's ingress IP is the VIP")
+	Expect(lb.Pools).To(HaveLen(1))
+	mpages, err := pools.ListMembers(clusterProject.LoadBalancer, lb.Pools[0].ID, pools.ListMembersOpts{}).AllPages(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	members, err := pools.ExtractMembers(mpages)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(members).To(HaveLen(nodes), "one member per Node")
+	prefix := netip.MustParsePrefix(cidr)
+	for _, m := range members {
+		Expect(m.SubnetID).To(Equal(subnetID), "member %s is declared on the cluster subnet", m.Address)
+		Expect(prefix.Contains(netip.MustParseAddr(m.Address))).To(BeTrue(), "member %s is a node address on the cluster subnet %s", m.Address, cidr)
+	}
+	fmt.Fprintf(GinkgoWriter, "Service %s: load balancer %s, VIP %s on the shared subnet, %d members on %s\n", service, lb.Name, vip, len(members), cidr)
+	return &lb
+}
+
+// deleteWorkloadService deletes a Service of the workload cluster. Once its
+// cluster is gone no cloud controller manager removes the Service's
+// load-balancer finalizer; the workload API server outlives the clusters of
+// the plane, so the finalizer is dropped then.
+func deleteWorkloadService(ctx SpecContext, key client.ObjectKey) {
+	svc := &corev1.Service{}
+	if err := pl.WorkloadClient.Get(ctx, key, svc); apierrors.IsNotFound(err) {
+		return
+	}
+	_ = pl.WorkloadClient.Delete(ctx, svc)
+	Eventually(func() bool {
+		err := pl.WorkloadClient.Get(ctx, key, svc)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		if err == nil && len(svc.Finalizers) > 0 {
+			before := svc.DeepCopy()
+			svc.Finalizers = nil
+			_ = pl.WorkloadClient.Patch(ctx, svc, client.MergeFrom(before))
+		}
+		return false
+	}, time.Minute, time.Second).Should(BeTrue())
+}
+
+// clusterNodes counts the Nodes of a cluster in the workload API server.
+func clusterNodes(ctx context.Context, cluster client.ObjectKey) int {
+	GinkgoHelper()
+	nodes := &corev1.NodeList{}
+	Expect(pl.WorkloadClient.List(ctx, nodes, client.MatchingLabels{
+		plane.SimulatedNodeNamespace: cluster.Namespace, plane.SimulatedNodeCluster: cluster.Name,
+	})).To(Succeed())
+	return len(nodes.Items)
+}

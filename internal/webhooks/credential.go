@@ -1,0 +1,116 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// CredentialPath is where the credential webhook is served.
+const CredentialPath = "/validate-sharednet-credential"
+
+// CredentialGuard refuses to delete a cluster's OpenStack credential (the
+// Secret its OpenStackCluster's identityRef names) while that
+// OpenStackCluster exists and the cluster uses a shared network.
+//
+// Deleting a namespace deletes its Secrets in the first pass, long before
+// CAPO has deleted the cluster's servers and ports: without the credential
+// CAPO cannot delete them, the BeforeClusterDelete hook cannot delete the
+// cluster's load balancers, and the share stays in the VM project (whose
+// owner then cannot delete the network). Refusing the deletion makes the
+// namespace controller retry it, which succeeds once the OpenStackCluster is
+// gone: the namespace deletion completes and leaves nothing in the cloud.
+//
+// The webhook configuration sends only DELETEs of Secrets holding a
+// clouds.yaml key (matchConditions), so no other Secret waits for it. It
+// reads from the cache and never sees a Secret's data.
+type CredentialGuard struct {
+	Reader client.Reader
+}
+
+// NewCredentialWebhook returns the webhook to register at CredentialPath.
+func NewCredentialWebhook(reader client.Reader) *admission.Webhook {
+	return &admission.Webhook{Handler: &CredentialGuard{Reader: reader}}
+}
+
+// Handle implements admission.Handler.
+func (g *CredentialGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Delete || req.Kind.Kind != "Secret" || req.Kind.Group != "" {
+		return admission.Allowed("")
+	}
+	users, err := g.UsersOf(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name})
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if len(users) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Denied(fmt.Sprintf("Secret %s/%s is the OpenStack credential (identityRef) of %s, which use a shared network: "+
+		"CAPO needs it to delete the cluster's servers and ports, and capo-sharednet to delete its load balancers on the shared subnet "+
+		"and stop sharing the network. It can be deleted once the OpenStackCluster is gone: delete the Cluster first "+
+		"(a namespace deletion retries it and completes by itself)", req.Namespace, req.Name, strings.Join(users, ", ")))
+}
+
+// UsersOf lists, as "OpenStackCluster <ns>/<name> of cluster <c>", the
+// OpenStackClusters whose identityRef is the Secret and whose cluster has a
+// nodegroup on a shared network (a sharedNetwork value or an attachment).
+func (g *CredentialGuard) UsersOf(ctx context.Context, secret client.ObjectKey) ([]string, error) {
+	oscs := &infrav1.OpenStackClusterList{}
+	if err := g.Reader.List(ctx, oscs, client.InNamespace(secret.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the OpenStackClusters of namespace %s: %w", secret.Namespace, err)
+	}
+	var users []string
+	for i := range oscs.Items {
+		osc := &oscs.Items[i]
+		id := osc.Spec.IdentityRef
+		if (id.Type != "" && id.Type != "Secret") || id.Name != secret.Name {
+			continue
+		}
+		cluster := osc.Labels[clusterv1.ClusterNameLabel]
+		if cluster == "" {
+			continue
+		}
+		uses, err := g.usesSharedNetwork(ctx, client.ObjectKey{Namespace: osc.Namespace, Name: cluster})
+		if err != nil {
+			return nil, err
+		}
+		if uses {
+			users = append(users, fmt.Sprintf("OpenStackCluster %s/%s of cluster %q", osc.Namespace, osc.Name, cluster))
+		}
+	}
+	sort.Strings(users)
+	return users, nil
+}
+
+// usesSharedNetwork: the cluster has an attachment (being deleted or not),
+// or its topology sets sharedNetwork on a nodegroup.
+func (g *CredentialGuard) usesSharedNetwork(ctx context.Context, key client.ObjectKey) (bool, error) {
+	attachments := &sharednetv1.SharedNetworkAttachmentList{}
+	if err := g.Reader.List(ctx, attachments, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name}); err != nil {
+		return false, fmt.Errorf("listing the attachments of cluster %s: %w", key, err)
+	}
+	if len(attachments.Items) > 0 {
+		return true, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := g.Reader.Get(ctx, key, cluster); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	groups, err := variables.Nodegroups(cluster)
+	if err != nil {
+		return true, nil //nolint:nilerr // an unreadable value still names a shared network
+	}
+	return len(groups) > 0, nil
+}

@@ -1,0 +1,104 @@
+package webhooks
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+)
+
+// A namespace deletion deletes the cluster's credential first; the guard
+// keeps it while CAPO and the extension still need it, and only for clusters
+// on a shared network.
+func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterExists(t *testing.T) {
+	osc := func(name, cluster string, ref infrav1.OpenStackIdentityReference) *infrav1.OpenStackCluster {
+		return &infrav1.OpenStackCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+			Spec:       infrav1.OpenStackClusterSpec{IdentityRef: ref},
+		}
+	}
+	cluster := func(name string, attached bool) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}, Spec: clusterv1.ClusterSpec{
+			Topology: clusterv1.Topology{Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}}}}}}
+		if attached {
+			variables.SetOverride(c, "md-a", []byte(`{"name":"vm","subnet":""}`))
+		}
+		return c
+	}
+	attachment := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "team-a", Name: "detaching-md-a", Labels: map[string]string{clusterv1.ClusterNameLabel: "detaching"}}}
+	secretRef := func(name string) infrav1.OpenStackIdentityReference {
+		return infrav1.OpenStackIdentityReference{Type: "Secret", Name: name, CloudName: "openstack"}
+	}
+
+	objs := []client.Object{
+		// Uses a shared network in its topology (no attachment yet).
+		cluster("attached", true), osc("attached", "attached", secretRef("attached-creds")),
+		// Its value is gone but its attachment is still there (a detach, or
+		// a deletion, in progress).
+		cluster("detaching", false), osc("detaching", "detaching", infrav1.OpenStackIdentityReference{Name: "detaching-creds", CloudName: "openstack"}), attachment,
+		// No shared network: not the extension's business.
+		cluster("plain", false), osc("plain", "plain", secretRef("plain-creds")),
+		// A ClusterIdentity's Secret lives elsewhere.
+		cluster("identity", true), osc("identity", "identity", infrav1.OpenStackIdentityReference{Type: "ClusterIdentity", Name: "shared-creds", CloudName: "openstack"}),
+		// The Cluster is gone and so is its attachment: only CAPO remains.
+		osc("orphan", "gone", secretRef("orphan-creds")),
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guard := &CredentialGuard{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+
+	for _, tc := range []struct {
+		name, secret string
+		op           admissionv1.Operation
+		refused      []string // substrings of the refusal; nil: allowed
+	}{
+		{name: "the credential of a cluster that sets sharedNetwork", secret: "attached-creds", op: admissionv1.Delete,
+			refused: []string{"Secret team-a/attached-creds", `OpenStackCluster team-a/attached of cluster "attached"`, "delete the Cluster first"}},
+		{name: "no type means Secret, and an attachment is enough", secret: "detaching-creds", op: admissionv1.Delete,
+			refused: []string{`OpenStackCluster team-a/detaching of cluster "detaching"`}},
+		{name: "a cluster without a shared network", secret: "plain-creds", op: admissionv1.Delete},
+		{name: "a Secret no OpenStackCluster names", secret: "unrelated", op: admissionv1.Delete},
+		{name: "a Secret named like a ClusterIdentity", secret: "shared-creds", op: admissionv1.Delete},
+		{name: "an OpenStackCluster whose Cluster and attachments are gone", secret: "orphan-creds", op: admissionv1.Delete},
+		{name: "an update is not a deletion", secret: "attached-creds", op: admissionv1.Update},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := guard.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: tc.op, Namespace: "team-a", Name: tc.secret,
+				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+			}})
+			if tc.refused == nil {
+				if !resp.Allowed {
+					t.Fatalf("refused: %s", resp.Result.Message)
+				}
+				return
+			}
+			if resp.Allowed {
+				t.Fatal("allowed, want refused")
+			}
+			for _, want := range tc.refused {
+				if !strings.Contains(resp.Result.Message, want) {
+					t.Errorf("refusal %q does not say %q", resp.Result.Message, want)
+				}
+			}
+		})
+	}
+}
