@@ -109,9 +109,22 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 	}, SpecTimeout(8*time.Minute))
 
 	It("deleting the cluster's namespace, with a Service's internal load balancer on the shared subnet, completes (kube-controller-manager's namespace controller) and leaves nothing in Nova, Neutron (no share, no port) or Octavia", func(ctx SpecContext) {
+		By("the upgrade has rolled md-b too: every machine runs v1.35.1")
+		Eventually(func(g Gomega) {
+			for topology, want := range map[string]int{mdA: 2, mdB: 1} {
+				ms, err := pl.Machines(ctx, ns, name, topology)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ms).To(HaveLen(want), topology)
+				for _, m := range ms {
+					g.Expect(m.Version).To(Equal("v1.35.1"), "machine %s", m.Name)
+					g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "machine %s", m.Name)
+				}
+			}
+		}, 5*time.Minute, time.Second).Should(Succeed())
+
 		service := client.ObjectKey{Namespace: "default", Name: "svc-" + name}
 		DeferCleanup(deleteWorkloadService, service, NodeTimeout(2*time.Minute))
-		lb := createGuideService(ctx, key, service, vmNet.SubnetID, clusterNodes(ctx, key))
+		lb := createGuideService(ctx, key, service, vmNet.SubnetID)
 
 		done := tl.step("delete the cluster's namespace (the namespace controller deletes the Cluster; BeforeClusterDelete removes the LB)")
 		Expect(pl.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())

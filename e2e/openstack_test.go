@@ -15,9 +15,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 )
 
 // shares are the RBAC policies sharing a network with the cluster's project,
@@ -59,26 +56,6 @@ func inPools(ctx context.Context, subnetID, address string) bool {
 		}
 	}
 	return false
-}
-
-// createInternalLB creates what the OpenStack cloud controller manager
-// creates for a Service with the three annotations of the guide: a load
-// balancer of the cluster's project with its VIP on the shared subnet (the
-// member subnet only matters for members, which this test does not need).
-func createInternalLB(ctx context.Context, cluster client.ObjectKey, service client.ObjectKey, subnetID string) *loadbalancers.LoadBalancer {
-	name := ccm.LoadBalancerName(ccm.ClusterName(cluster.Namespace, cluster.Name), service.Namespace, service.Name)
-	lb, err := loadbalancers.Create(ctx, clusterProject.LoadBalancer, loadbalancers.CreateOpts{
-		Name: name, Tags: []string{name}, VipSubnetID: subnetID,
-		Description: "Kubernetes external service " + service.String() + " from cluster " + ccm.ClusterName(cluster.Namespace, cluster.Name),
-	}).Extract()
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func(g Gomega) {
-		got, err := loadbalancers.Get(ctx, clusterProject.LoadBalancer, lb.ID).Extract()
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(got.ProvisioningStatus).To(Equal("ACTIVE"))
-		lb = got
-	}, 2*time.Minute, time.Second).Should(Succeed())
-	return lb
 }
 
 // deleteLB deletes a load balancer with its listeners and pools, as the

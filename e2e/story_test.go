@@ -272,7 +272,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 			g.Expect(err.Error()).To(ContainSubstring("must be internal"))
 		}, time.Minute, time.Second).Should(Succeed())
 
-		lb = createGuideService(ctx, key, myService, vmNet.SubnetID, clusterNodes(ctx, key))
+		lb = createGuideService(ctx, key, myService, vmNet.SubnetID)
 	}, SpecTimeout(5*time.Minute))
 
 	It("a Gateway in Envoy Gateway's shape (real Gateway API CRDs) is judged by the same policy: refused without the internal annotation, admitted with the three", func(ctx SpecContext) {
@@ -378,11 +378,14 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 
 		gatewayService := client.ObjectKey{Namespace: "default", Name: "gateway"}
 		DeferCleanup(deleteWorkloadService, gatewayService, NodeTimeout(2*time.Minute))
-		lb2 := createGuideService(ctx, key, gatewayService, second.SubnetID, clusterNodes(ctx, key))
+		lb2 := createGuideService(ctx, key, gatewayService, second.SubnetID)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, lb2.ID) }) // only if the hook did not
 		// A Cluster with the same name in another namespace of the same
-		// project, with a load balancer on the same subnet: never this one's.
-		twin := createInternalLB(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, client.ObjectKey{Namespace: "default", Name: "gateway"}, second.SubnetID)
+		// project, whose own CCM made a load balancer for a Service of the
+		// same name on the same subnet: never this one's.
+		_, clusterCIDR, err := pl.ClusterSubnet(ctx, ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		twin := twinLoadBalancer(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, gatewayService, clusterCIDR)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, twin.ID) })
 
 		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")

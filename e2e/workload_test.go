@@ -71,10 +71,11 @@ func expectNodesOnClusterNetwork(ctx context.Context, machines []plane.Machine, 
 
 // createGuideService creates the guide's Service in the workload cluster and
 // waits for the real cloud controller manager to give it an internal load
-// balancer: VIP on the shared subnet, members on the cluster subnet, one per
-// Node of the cluster. It returns the load balancer as Octavia has it. The
-// caller deletes the Service (deleteWorkloadService) when it is done.
-func createGuideService(ctx context.Context, cluster, service client.ObjectKey, sharedSubnetID string, nodes int) *loadbalancers.LoadBalancer {
+// balancer: VIP on the shared subnet, one member per Node of the cluster, on
+// the cluster subnet at the Node's first InternalIP. It returns the load
+// balancer as Octavia has it. The caller deletes the Service
+// (deleteWorkloadService) when it is done.
+func createGuideService(ctx context.Context, cluster, service client.ObjectKey, sharedSubnetID string) *loadbalancers.LoadBalancer {
 	GinkgoHelper()
 	subnetID, cidr, err := pl.ClusterSubnet(ctx, cluster.Namespace, cluster.Name)
 	Expect(err).NotTo(HaveOccurred())
@@ -84,27 +85,54 @@ func createGuideService(ctx context.Context, cluster, service client.ObjectKey, 
 	Expect(err).NotTo(HaveOccurred())
 
 	name := ccm.LoadBalancerName(ccm.ClusterName(cluster.Namespace, cluster.Name), service.Namespace, service.Name)
-	pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(lbs).To(HaveLen(1), "one load balancer named %s in the cluster's project", name)
-	lb := lbs[0]
-	Expect(lb.VipSubnetID).To(Equal(sharedSubnetID), "the VIP is on the shared subnet")
-	Expect(lb.VipAddress).To(Equal(vip), "the Service's ingress IP is the VIP")
-	Expect(lb.Pools).To(HaveLen(1))
-	mpages, err := pools.ListMembers(clusterProject.LoadBalancer, lb.Pools[0].ID, pools.ListMembersOpts{}).AllPages(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	members, err := pools.ExtractMembers(mpages)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(members).To(HaveLen(nodes), "one member per Node")
-	prefix := netip.MustParsePrefix(cidr)
-	for _, m := range members {
-		Expect(m.SubnetID).To(Equal(subnetID), "member %s is declared on the cluster subnet", m.Address)
-		Expect(prefix.Contains(netip.MustParseAddr(m.Address))).To(BeTrue(), "member %s is a node address on the cluster subnet %s", m.Address, cidr)
-	}
-	fmt.Fprintf(GinkgoWriter, "Service %s: load balancer %s, VIP %s on the shared subnet, %d members on %s\n", service, lb.Name, vip, len(members), cidr)
+	var lb loadbalancers.LoadBalancer
+	var members []string
+	Eventually(func(g Gomega) {
+		pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lbs).To(HaveLen(1), "one load balancer named %s in the cluster's project", name)
+		lb = lbs[0]
+		g.Expect(lb.VipSubnetID).To(Equal(sharedSubnetID), "the VIP is on the shared subnet")
+		g.Expect(lb.VipAddress).To(Equal(vip), "the Service's ingress IP is the VIP")
+		g.Expect(lb.Pools).To(HaveLen(1))
+		mpages, err := pools.ListMembers(clusterProject.LoadBalancer, lb.Pools[0].ID, pools.ListMembersOpts{}).AllPages(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		ms, err := pools.ExtractMembers(mpages)
+		g.Expect(err).NotTo(HaveOccurred())
+		members = nil
+		for _, m := range ms {
+			g.Expect(m.SubnetID).To(Equal(subnetID), "member %s is declared on the cluster subnet", m.Address)
+			members = append(members, m.Address)
+		}
+		// While a nodegroup rolls, Nodes come and go: the CCM follows them.
+		g.Expect(members).To(ConsistOf(nodeAddresses(ctx, g, cluster, cidr)), "one member per Node, at its address on the cluster subnet")
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	fmt.Fprintf(GinkgoWriter, "Service %s: load balancer %s, VIP %s on the shared subnet, members %v on %s\n", service, lb.Name, vip, members, cidr)
 	return &lb
+}
+
+// nodeAddresses are the first InternalIPs of a cluster's Nodes, each on the
+// cluster subnet.
+func nodeAddresses(ctx context.Context, g Gomega, cluster client.ObjectKey, clusterCIDR string) []string {
+	nodes := &corev1.NodeList{}
+	g.Expect(pl.WorkloadClient.List(ctx, nodes, client.MatchingLabels{
+		plane.SimulatedNodeNamespace: cluster.Namespace, plane.SimulatedNodeCluster: cluster.Name,
+	})).To(Succeed())
+	prefix := netip.MustParsePrefix(clusterCIDR)
+	var out []string
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				g.Expect(prefix.Contains(netip.MustParseAddr(a.Address))).To(BeTrue(), "Node %s: first InternalIP %s on %s", n.Name, a.Address, clusterCIDR)
+				out = append(out, a.Address)
+				break
+			}
+		}
+	}
+	g.Expect(out).NotTo(BeEmpty(), "the cluster's Nodes have InternalIPs")
+	return out
 }
 
 // deleteWorkloadService deletes a Service of the workload cluster. Once its
@@ -131,12 +159,31 @@ func deleteWorkloadService(ctx SpecContext, key client.ObjectKey) {
 	}, time.Minute, time.Second).Should(BeTrue())
 }
 
-// clusterNodes counts the Nodes of a cluster in the workload API server.
-func clusterNodes(ctx context.Context, cluster client.ObjectKey) int {
+// twinLoadBalancer is the load balancer the CCM of a cluster the plane does
+// not run (twin: another Cluster, in another namespace, of the same OpenStack
+// project) makes for a Service of the workload cluster: a second real CCM,
+// configured as the templates configure twin's, runs until the load
+// balancer is ACTIVE. The caller deletes it.
+func twinLoadBalancer(ctx context.Context, twin, service client.ObjectKey, nodeCIDR string) *loadbalancers.LoadBalancer {
 	GinkgoHelper()
-	nodes := &corev1.NodeList{}
-	Expect(pl.WorkloadClient.List(ctx, nodes, client.MatchingLabels{
-		plane.SimulatedNodeNamespace: cluster.Namespace, plane.SimulatedNodeCluster: cluster.Name,
-	})).To(Succeed())
-	return len(nodes.Items)
+	cloudsYAML, err := plane.OneCloud(clouds, plane.ClusterCloud, "openstack")
+	Expect(err).NotTo(HaveOccurred())
+	stop, err := pl.StartCloudControllerManager(ctx, plane.CloudConfigVariables{
+		ClusterName: twin.Name, Namespace: twin.Namespace, CloudsYAML: cloudsYAML, Cloud: "openstack", NodeCIDR: nodeCIDR,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { Expect(stop()).To(Succeed()) }()
+	name := ccm.LoadBalancerName(ccm.ClusterName(twin.Namespace, twin.Name), service.Namespace, service.Name)
+	var lb loadbalancers.LoadBalancer
+	Eventually(func(g Gomega) {
+		pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lbs).To(HaveLen(1), "the twin's CCM made %s", name)
+		g.Expect(lbs[0].ProvisioningStatus).To(Equal("ACTIVE"))
+		lb = lbs[0]
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	fmt.Fprintf(GinkgoWriter, "twin cluster %s: its CCM made %s, VIP %s\n", twin, lb.Name, lb.VipAddress)
+	return &lb
 }

@@ -194,8 +194,7 @@ func (r *cloudControllerManagers) ensure(ctx context.Context, c *clusterv1.Clust
 	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: osc.Spec.IdentityRef.Name}, identity); err != nil {
 		return err
 	}
-	dir := filepath.Join(r.dir, c.Namespace+"."+c.Name)
-	args, err := RenderCloudConfig(r.root, dir, CloudConfigVariables{
+	p, err := r.start(CloudConfigVariables{
 		ClusterName: c.Name, Namespace: c.Namespace,
 		CloudsYAML: identity.Data[openstack.CloudsSecretKey], Cloud: osc.Spec.IdentityRef.CloudName,
 		NodeCIDR: osc.Status.Network.Subnets[0].CIDR,
@@ -203,9 +202,23 @@ func (r *cloudControllerManagers) ensure(ctx context.Context, c *clusterv1.Clust
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.running[key] = p
+	r.mu.Unlock()
+	return p.waitReady(ctx, time.Minute)
+}
+
+// start runs a cloud controller manager configured for v against the
+// workload API server.
+func (r *cloudControllerManagers) start(v CloudConfigVariables) (*process, error) {
+	dir := filepath.Join(r.dir, v.Namespace+"."+v.ClusterName)
+	args, err := RenderCloudConfig(r.root, dir, v)
+	if err != nil {
+		return nil, err
+	}
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args = append(args,
 		"--kubeconfig="+r.workload,
@@ -214,17 +227,30 @@ func (r *cloudControllerManagers) ensure(ctx context.Context, c *clusterv1.Clust
 		"--leader-elect=false",
 		"--secure-port="+strconv.Itoa(port), "--cert-dir="+dir,
 	)
-	p = &process{
-		name: "openstack-cloud-controller-manager " + key.String(), path: r.binary, args: args,
-		log: filepath.Join(r.logs, "openstack-cloud-controller-manager-"+c.Namespace+"."+c.Name+".log"), readyz: "https://" + addr(port) + "/healthz",
+	p := &process{
+		name: "openstack-cloud-controller-manager " + v.Namespace + "/" + v.ClusterName, path: r.binary, args: args,
+		log: filepath.Join(r.logs, "openstack-cloud-controller-manager-"+v.Namespace+"."+v.ClusterName+".log"), readyz: "https://" + addr(port) + "/healthz",
 	}
-	if err := p.start(); err != nil {
-		return err
+	return p, p.start()
+}
+
+// StartCloudControllerManager runs one more cloud controller manager against
+// the workload API server, configured as CloudConfigFile configures the
+// cluster v names, until stop is called: a test plays with it the CCM of a
+// cluster the plane does not run (another management cluster's, say), which
+// makes load balancers for the Services it sees under that cluster's name.
+func (p *Plane) StartCloudControllerManager(ctx context.Context, v CloudConfigVariables) (stop func() error, err error) {
+	if p.ccms == nil {
+		return nil, errors.New("the plane runs no cloud controller managers (a client-only view)")
 	}
-	r.mu.Lock()
-	r.running[key] = p
-	r.mu.Unlock()
-	return p.waitReady(ctx, time.Minute)
+	pr, err := p.ccms.start(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := pr.waitReady(ctx, time.Minute); err != nil {
+		return nil, errors.Join(err, pr.stop())
+	}
+	return pr.stop, nil
 }
 
 func (r *cloudControllerManagers) stopAll() {

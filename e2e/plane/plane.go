@@ -11,7 +11,12 @@
 //   - this repository's manager (`go build .`), registered through an
 //     ExtensionConfig (config/default/extensionconfig.yaml) and its admission
 //     webhook (config/webhook/manifests.yaml);
-//   - the workload cluster's API server: a second kube-apiserver + etcd.
+//   - the workload cluster's API server: a second kube-apiserver + etcd;
+//   - kube-controller-manager beside each API server (bin/k8s, same
+//     Kubernetes version): garbage collection and namespace deletion;
+//   - per Cluster, the OpenStack cloud controller manager of
+//     cloud-provider-openstack (ccm.go), configured as the templates configure
+//     it: it initializes the Nodes and makes the Services' load balancers.
 //
 // CAPO reaches the OpenStack test bed (hack/openstack-testbed) through the
 // clouds.yaml identityRef Secret of each cluster.
@@ -19,7 +24,8 @@
 // Two parts are stand-ins, named as such in code, logs and object status:
 // the control plane (internal/standins.ControlPlane: KubeadmControlPlane status and the
 // cluster's kubeconfig and CA Secrets) and the kubelets (nodeSimulator: a
-// Ready Node per ACTIVE Nova server). Everything else is the real program.
+// Ready Node per ACTIVE Nova server, registered for the cloud controller
+// manager to initialize). Everything else is the real program.
 package plane
 
 import (
@@ -119,6 +125,7 @@ type Plane struct {
 	hooks     []*envtest.WebhookInstallOptions
 	cancel    context.CancelFunc
 	standInsD chan error
+	ccms      *cloudControllerManagers
 }
 
 // State is what a plane writes to <Dir>/plane.json for other programs
@@ -507,10 +514,11 @@ func (p *Plane) startStandIns(ctx context.Context, ccmBinary string) error {
 	if err := mgr.Add(&nodeSimulator{mgmt: p.Client, workload: p.WorkloadClient, every: 2 * time.Second}); err != nil {
 		return err
 	}
-	if err := mgr.Add(&cloudControllerManagers{
+	p.ccms = &cloudControllerManagers{
 		mgmt: p.Client, root: p.opts.Root, dir: filepath.Join(p.Dir, "ccm"), logs: p.Logs(), binary: ccmBinary,
 		workload: p.WorkloadKubeconfig, every: 2 * time.Second, running: map[client.ObjectKey]*process{},
-	}); err != nil {
+	}
+	if err := mgr.Add(p.ccms); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -64,7 +64,7 @@ func up(d *dirs) error {
 		return err
 	}
 	// 2. kube-apiserver and etcd built from source (once).
-	x.say("kube-apiserver and etcd: hack/ensure-envtest-assets.sh (builds them once, ~4 min cold)")
+	x.say("kube-apiserver, kube-controller-manager and etcd: hack/ensure-envtest-assets.sh (builds them once, ~6 min cold)")
 	if err := run(d.root, nil, filepath.Join(d.root, "hack", "ensure-envtest-assets.sh")); err != nil {
 		return err
 	}
