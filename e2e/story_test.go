@@ -383,9 +383,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		// A Cluster with the same name in another namespace of the same
 		// project, whose own CCM made a load balancer for a Service of the
 		// same name on the same subnet: never this one's.
-		_, clusterCIDR, err := pl.ClusterSubnet(ctx, ns, name)
-		Expect(err).NotTo(HaveOccurred())
-		twin := twinLoadBalancer(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, gatewayService, clusterCIDR)
+		twin := otherClustersLoadBalancer(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, gatewayService, second.SubnetID)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, twin.ID) })
 
 		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")

@@ -88,12 +88,7 @@ func createGuideService(ctx context.Context, cluster, service client.ObjectKey, 
 	var lb loadbalancers.LoadBalancer
 	var members []string
 	Eventually(func(g Gomega) {
-		pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
-		g.Expect(err).NotTo(HaveOccurred())
-		lbs, err := loadbalancers.ExtractLoadBalancers(pages)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(lbs).To(HaveLen(1), "one load balancer named %s in the cluster's project", name)
-		lb = lbs[0]
+		lb = theLoadBalancer(ctx, g, name)
 		g.Expect(lb.VipSubnetID).To(Equal(sharedSubnetID), "the VIP is on the shared subnet")
 		g.Expect(lb.VipAddress).To(Equal(vip), "the Service's ingress IP is the VIP")
 		g.Expect(lb.Pools).To(HaveLen(1))
@@ -159,31 +154,35 @@ func deleteWorkloadService(ctx SpecContext, key client.ObjectKey) {
 	}, time.Minute, time.Second).Should(BeTrue())
 }
 
-// twinLoadBalancer is the load balancer the CCM of a cluster the plane does
-// not run (twin: another Cluster, in another namespace, of the same OpenStack
-// project) makes for a Service of the workload cluster: a second real CCM,
-// configured as the templates configure twin's, runs until the load
-// balancer is ACTIVE. The caller deletes it.
-func twinLoadBalancer(ctx context.Context, twin, service client.ObjectKey, nodeCIDR string) *loadbalancers.LoadBalancer {
-	GinkgoHelper()
-	cloudsYAML, err := plane.OneCloud(clouds, plane.ClusterCloud, "openstack")
+// otherClustersLoadBalancer creates by hand what the OpenStack cloud
+// controller manager of another cluster (one the plane does not run) makes
+// for a Service with the three annotations of the guide: a load balancer of
+// the cluster's project, named and tagged for that cluster, with its VIP on
+// the shared subnet. A second real CCM cannot play that cluster here: on the
+// plane's one workload API server it would take over this cluster's Service
+// (and its load balancer, through the CCM's load-balancer-id annotation).
+func otherClustersLoadBalancer(ctx context.Context, cluster client.ObjectKey, service client.ObjectKey, subnetID string) *loadbalancers.LoadBalancer {
+	name := ccm.LoadBalancerName(ccm.ClusterName(cluster.Namespace, cluster.Name), service.Namespace, service.Name)
+	lb, err := loadbalancers.Create(ctx, clusterProject.LoadBalancer, loadbalancers.CreateOpts{
+		Name: name, Tags: []string{name}, VipSubnetID: subnetID,
+		Description: "Kubernetes external service " + service.String() + " from cluster " + ccm.ClusterName(cluster.Namespace, cluster.Name),
+	}).Extract()
 	Expect(err).NotTo(HaveOccurred())
-	stop, err := pl.StartCloudControllerManager(ctx, plane.CloudConfigVariables{
-		ClusterName: twin.Name, Namespace: twin.Namespace, CloudsYAML: cloudsYAML, Cloud: "openstack", NodeCIDR: nodeCIDR,
-	})
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { Expect(stop()).To(Succeed()) }()
-	name := ccm.LoadBalancerName(ccm.ClusterName(twin.Namespace, twin.Name), service.Namespace, service.Name)
-	var lb loadbalancers.LoadBalancer
 	Eventually(func(g Gomega) {
-		pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+		got, err := loadbalancers.Get(ctx, clusterProject.LoadBalancer, lb.ID).Extract()
 		g.Expect(err).NotTo(HaveOccurred())
-		lbs, err := loadbalancers.ExtractLoadBalancers(pages)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(lbs).To(HaveLen(1), "the twin's CCM made %s", name)
-		g.Expect(lbs[0].ProvisioningStatus).To(Equal("ACTIVE"))
-		lb = lbs[0]
-	}, 3*time.Minute, time.Second).Should(Succeed())
-	fmt.Fprintf(GinkgoWriter, "twin cluster %s: its CCM made %s, VIP %s\n", twin, lb.Name, lb.VipAddress)
-	return &lb
+		g.Expect(got.ProvisioningStatus).To(Equal("ACTIVE"))
+		lb = got
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	return lb
+}
+
+// theLoadBalancer is the one load balancer of the cluster's project named so.
+func theLoadBalancer(ctx context.Context, g Gomega, name string) loadbalancers.LoadBalancer {
+	pages, err := loadbalancers.List(clusterProject.LoadBalancer, loadbalancers.ListOpts{Name: name}).AllPages(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(lbs).To(HaveLen(1), "one load balancer named %s in the cluster's project", name)
+	return lbs[0]
 }

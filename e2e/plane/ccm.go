@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -95,20 +94,9 @@ type cloudControllerManagers struct {
 
 // Start implements manager.Runnable.
 func (r *cloudControllerManagers) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("cloud-controller-managers")
-	t := time.NewTicker(r.every)
-	defer t.Stop()
 	defer r.stopAll()
-	for {
-		if err := r.sync(ctx); err != nil && ctx.Err() == nil {
-			log.Info("cloud controller managers", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	loop(ctx, r.every, "cloud-controller-managers", r.sync)
+	return nil
 }
 
 func (r *cloudControllerManagers) sync(ctx context.Context) error {
@@ -232,25 +220,6 @@ func (r *cloudControllerManagers) start(v CloudConfigVariables) (*process, error
 		log: filepath.Join(r.logs, "openstack-cloud-controller-manager-"+v.Namespace+"."+v.ClusterName+".log"), readyz: "https://" + addr(port) + "/healthz",
 	}
 	return p, p.start()
-}
-
-// StartCloudControllerManager runs one more cloud controller manager against
-// the workload API server, configured as CloudConfigFile configures the
-// cluster v names, until stop is called: a test plays with it the CCM of a
-// cluster the plane does not run (another management cluster's, say), which
-// makes load balancers for the Services it sees under that cluster's name.
-func (p *Plane) StartCloudControllerManager(ctx context.Context, v CloudConfigVariables) (stop func() error, err error) {
-	if p.ccms == nil {
-		return nil, errors.New("the plane runs no cloud controller managers (a client-only view)")
-	}
-	pr, err := p.ccms.start(v)
-	if err != nil {
-		return nil, err
-	}
-	if err := pr.waitReady(ctx, time.Minute); err != nil {
-		return nil, errors.Join(err, pr.stop())
-	}
-	return pr.stop, nil
 }
 
 func (r *cloudControllerManagers) stopAll() {

@@ -125,7 +125,6 @@ type Plane struct {
 	hooks     []*envtest.WebhookInstallOptions
 	cancel    context.CancelFunc
 	standInsD chan error
-	ccms      *cloudControllerManagers
 }
 
 // State is what a plane writes to <Dir>/plane.json for other programs
@@ -514,11 +513,10 @@ func (p *Plane) startStandIns(ctx context.Context, ccmBinary string) error {
 	if err := mgr.Add(&nodeSimulator{mgmt: p.Client, workload: p.WorkloadClient, every: 2 * time.Second}); err != nil {
 		return err
 	}
-	p.ccms = &cloudControllerManagers{
+	if err := mgr.Add(&cloudControllerManagers{
 		mgmt: p.Client, root: p.opts.Root, dir: filepath.Join(p.Dir, "ccm"), logs: p.Logs(), binary: ccmBinary,
 		workload: p.WorkloadKubeconfig, every: 2 * time.Second, running: map[client.ObjectKey]*process{},
-	}
-	if err := mgr.Add(p.ccms); err != nil {
+	}); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

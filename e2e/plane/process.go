@@ -123,9 +123,12 @@ func freePort() (int, error) {
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // wrapAssets makes a folder whose kube-apiserver and etcd run the real
-// binaries of dir under `setpriv --pdeathsig TERM`: envtest starts them
+// binaries of dir under `setpriv --pdeathsig KILL`: envtest starts them
 // without a parent-death signal, and a test binary killed by its timeout
-// would otherwise leave them running. Without setpriv, dir is used as it is.
+// would otherwise leave them running. KILL, not TERM: on a first SIGTERM
+// kube-apiserver starts a graceful shutdown that waits for its clients
+// (webhooks of managers that died with the test binary) and was seen still
+// running minutes later; a normal Stop still terminates them gracefully. Without setpriv, dir is used as it is.
 func wrapAssets(dir, into string) (string, error) {
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
@@ -139,7 +142,7 @@ func wrapAssets(dir, into string) (string, error) {
 		if _, err := os.Stat(real); err != nil {
 			return "", fmt.Errorf("%s not found in %s (run hack/ensure-envtest-assets.sh): %w", bin, dir, err)
 		}
-		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig TERM -- %s \"$@\"\n", setpriv, real)
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, real)
 		if err := os.WriteFile(filepath.Join(into, bin), []byte(script), 0o755); err != nil { //nolint:gosec // an executable wrapper
 			return "", err
 		}

@@ -61,16 +61,22 @@ type cachedCloud struct {
 
 // Start implements manager.Runnable.
 func (s *nodeSimulator) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("stand-in-node-simulator")
-	t := time.NewTicker(s.every)
+	loop(ctx, s.every, "stand-in-node-simulator", s.sync)
+	return nil
+}
+
+// loop runs sync every interval until ctx ends, logging its errors.
+func loop(ctx context.Context, every time.Duration, name string, sync func(context.Context) error) {
+	log := ctrl.LoggerFrom(ctx).WithName(name)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := s.sync(ctx); err != nil && ctx.Err() == nil {
-			log.Info("node simulator", "error", err.Error())
+		if err := sync(ctx); err != nil && ctx.Err() == nil {
+			log.Info(name, "error", err.Error())
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}

@@ -2,12 +2,14 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -35,7 +37,7 @@ const CredentialPath = "/validate-sharednet-credential"
 //
 // The webhook configuration sends only DELETEs of Secrets holding a
 // clouds.yaml key (matchConditions), so no other Secret waits for it. It
-// reads from the cache and never sees a Secret's data.
+// reads from the cache and decodes only the Secret's metadata.
 type CredentialGuard struct {
 	Reader client.Reader
 }
@@ -50,7 +52,17 @@ func (g *CredentialGuard) Handle(ctx context.Context, req admission.Request) adm
 	if req.Operation != admissionv1.Delete || req.Kind.Kind != "Secret" || req.Kind.Group != "" {
 		return admission.Allowed("")
 	}
-	users, err := g.UsersOf(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name})
+	// A namespace deletion deletes Secrets with DeleteCollection, whose
+	// requests carry no name: the Secret's own metadata does.
+	name := req.Name
+	if len(req.OldObject.Raw) > 0 {
+		meta := &metav1.PartialObjectMetadata{}
+		if err := json.Unmarshal(req.OldObject.Raw, meta); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Secret's metadata: %w", err))
+		}
+		name = meta.Name
+	}
+	users, err := g.UsersOf(ctx, client.ObjectKey{Namespace: req.Namespace, Name: name})
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -60,7 +72,7 @@ func (g *CredentialGuard) Handle(ctx context.Context, req admission.Request) adm
 	return admission.Denied(fmt.Sprintf("Secret %s/%s is the OpenStack credential (identityRef) of %s, which use a shared network: "+
 		"CAPO needs it to delete the cluster's servers and ports, and capo-sharednet to delete its load balancers on the shared subnet "+
 		"and stop sharing the network. It can be deleted once the OpenStackCluster is gone: delete the Cluster first "+
-		"(a namespace deletion retries it and completes by itself)", req.Namespace, req.Name, strings.Join(users, ", ")))
+		"(a namespace deletion retries it and completes by itself)", req.Namespace, name, strings.Join(users, ", ")))
 }
 
 // UsersOf lists, as "OpenStackCluster <ns>/<name> of cluster <c>", the

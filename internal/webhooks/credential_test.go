@@ -2,10 +2,12 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -68,8 +70,11 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 	for _, tc := range []struct {
 		name, secret string
 		op           admissionv1.Operation
+		collection   bool     // a DeleteCollection (a namespace deletion): the name is only in the old object
 		refused      []string // substrings of the refusal; nil: allowed
 	}{
+		{name: "a namespace deletion (DeleteCollection: the request has no name)", secret: "attached-creds", op: admissionv1.Delete, collection: true,
+			refused: []string{"Secret team-a/attached-creds", `OpenStackCluster team-a/attached of cluster "attached"`}},
 		{name: "the credential of a cluster that sets sharedNetwork", secret: "attached-creds", op: admissionv1.Delete,
 			refused: []string{"Secret team-a/attached-creds", `OpenStackCluster team-a/attached of cluster "attached"`, "delete the Cluster first"}},
 		{name: "no type means Secret, and an attachment is enough", secret: "detaching-creds", op: admissionv1.Delete,
@@ -81,10 +86,20 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 		{name: "an update is not a deletion", secret: "attached-creds", op: admissionv1.Update},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := guard.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				Operation: tc.op, Namespace: "team-a", Name: tc.secret,
 				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
-			}})
+			}}
+			old, err := json.Marshal(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: tc.secret},
+				Data: map[string][]byte{"clouds.yaml": []byte("clouds: {}")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.OldObject.Raw = old
+			if tc.collection {
+				req.Name = ""
+			}
+			resp := guard.Handle(context.Background(), req)
 			if tc.refused == nil {
 				if !resp.Allowed {
 					t.Fatalf("refused: %s", resp.Result.Message)
