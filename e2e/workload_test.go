@@ -46,6 +46,9 @@ func expectNodesOnClusterNetwork(ctx context.Context, machines []plane.Machine, 
 			g.Expect(ok).To(BeTrue(), "a Node for machine %s (%s)", m.Name, m.ProviderID)
 			for _, t := range n.Spec.Taints {
 				g.Expect(t.Key).NotTo(Equal(uninitializedTaint), "Node %s initialized by the cloud controller manager", n.Name)
+				// The API server taints a new Node not-ready; kube-controller-manager's
+				// node lifecycle controller removes it once the Node is Ready.
+				g.Expect(t.Key).NotTo(Equal(corev1.TaintNodeNotReady), "Node %s seen Ready by the node lifecycle controller", n.Name)
 			}
 			var internal []netip.Addr
 			for _, a := range n.Status.Addresses {

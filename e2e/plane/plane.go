@@ -481,18 +481,12 @@ func (p *Plane) controllerManager(binary, plane, kubeconfig string) (*process, e
 	if err != nil {
 		return nil, err
 	}
-	controllers := "*"
-	if plane == "workload" {
-		// The node simulator (a stand-in) posts no kubelet Lease: the node
-		// lifecycle controller would mark its Nodes unreachable.
-		controllers += ",-node-lifecycle-controller"
-	}
 	name := "kube-controller-manager-" + plane
 	return &process{
 		name: name, path: binary, log: filepath.Join(p.Logs(), name+".log"),
 		readyz: "https://" + addr(port) + "/healthz",
 		args: []string{
-			"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
+			"--kubeconfig=" + kubeconfig, "--leader-elect=false",
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--cert-dir=" + filepath.Join(p.Dir, name),
 		},
 	}, nil

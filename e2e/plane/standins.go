@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -167,6 +169,9 @@ func (s *nodeSimulator) syncCluster(ctx context.Context, c *clusterv1.Cluster, e
 				return err
 			}
 		}
+		if err := s.renewLease(ctx, n); err != nil {
+			return err
+		}
 	}
 	for id, srv := range active {
 		if have[id] {
@@ -177,6 +182,25 @@ func (s *nodeSimulator) syncCluster(ctx context.Context, c *clusterv1.Cluster, e
 		}
 	}
 	return nil
+}
+
+// renewLease renews the Node's Lease in kube-node-lease, the heartbeat a
+// kubelet sends every 10 s: kube-controller-manager's node lifecycle
+// controller then keeps the Node Ready and removes the not-ready taint the
+// API server gave it at registration. Owned by the Node, as the kubelet's is,
+// so the garbage collector deletes it with the Node.
+func (s *nodeSimulator) renewLease(ctx context.Context, n *corev1.Node) error {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: n.Name}}
+	_, err := controllerutil.CreateOrPatch(ctx, s.workload, lease, func() error {
+		lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+		lease.Spec.HolderIdentity = ptr.To(n.Name)
+		lease.Spec.LeaseDurationSeconds = ptr.To[int32](40)
+		if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) > 10*time.Second {
+			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		}
+		return nil
+	})
+	return err
 }
 
 func ready(n *corev1.Node) bool {
