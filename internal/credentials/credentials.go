@@ -55,7 +55,7 @@ func (s *Source) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (op
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
 		return nil, nil, fmt.Errorf("reading the OpenStackCluster of cluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
 	}
-	secret, err := s.identitySecret(ctx, osc)
+	secret, err := s.IdentitySecret(ctx, osc)
 	if err != nil {
 		return nil, osc, err
 	}
@@ -67,12 +67,12 @@ func (s *Source) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (op
 // errResolved stops CAPO's scope factory once it has chosen the Secret.
 var errResolved = errors.New("identity resolved")
 
-// identitySecret is the Secret CAPO would read for the OpenStackCluster's
+// IdentitySecret is the Secret CAPO would read for the OpenStackCluster's
 // identityRef. It is CAPO's own resolution (scope.NewClientScopeFromObject:
 // identity types Secret and ClusterIdentity, the ClusterIdentity's
 // namespaceSelector enforced), stopped just before it authenticates: the
 // connection is ours, with timeouts and the caller's context.
-func (s *Source) identitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error) {
+func (s *Source) IdentitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error) {
 	resolver := &secretResolver{reader: s.APIReader, cache: s.Client}
 	_, err := scope.NewFactory(0).NewClientScopeFromObject(ctx, resolver, nil, logr.Discard(), osc)
 	if errors.Is(err, errResolved) && resolver.secret != nil {

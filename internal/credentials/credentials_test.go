@@ -125,7 +125,7 @@ func TestIdentityIsResolvedAsCAPOResolvesIt(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got, err := s.identitySecret(context.Background(), tt.osc)
+			got, err := s.IdentitySecret(context.Background(), tt.osc)
 			if tt.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tt.wantErr)))
 				return

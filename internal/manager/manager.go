@@ -129,7 +129,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	// Registering through GetWebhookServer also adds the server to the
 	// manager's runnables: controller-runtime starts it only then.
 	mgr.GetWebhookServer().Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
-	mgr.GetWebhookServer().Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(mgr.GetClient()))
+	mgr.GetWebhookServer().Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(mgr.GetClient(), creds))
 
 	if err := (&controllers.SharedNetworkReconciler{
 		Client:    mgr.GetClient(),

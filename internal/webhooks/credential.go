@@ -37,14 +37,23 @@ const CredentialPath = "/validate-sharednet-credential"
 //
 // The webhook configuration sends only DELETEs of Secrets holding a
 // clouds.yaml key (matchConditions), so no other Secret waits for it. It
-// reads from the cache and decodes only the Secret's metadata.
+// reads from the cache (and, for an OpenStackClusterIdentity, the API
+// server, as CAPO does) and decodes only the Secret's metadata.
 type CredentialGuard struct {
 	Reader client.Reader
+	// Identities names the Secret CAPO reads for an OpenStackCluster.
+	Identities IdentityResolver
+}
+
+// IdentityResolver names the Secret CAPO reads for an OpenStackCluster's
+// identityRef (credentials.Source, with CAPO's own resolution).
+type IdentityResolver interface {
+	IdentitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error)
 }
 
 // NewCredentialWebhook returns the webhook to register at CredentialPath.
-func NewCredentialWebhook(reader client.Reader) *admission.Webhook {
-	return &admission.Webhook{Handler: &CredentialGuard{Reader: reader}}
+func NewCredentialWebhook(reader client.Reader, identities IdentityResolver) *admission.Webhook {
+	return &admission.Webhook{Handler: &CredentialGuard{Reader: reader, Identities: identities}}
 }
 
 // Handle implements admission.Handler.
@@ -86,8 +95,8 @@ func (g *CredentialGuard) UsersOf(ctx context.Context, secret client.ObjectKey) 
 	var users []string
 	for i := range oscs.Items {
 		osc := &oscs.Items[i]
-		id := osc.Spec.IdentityRef
-		if (id.Type != "" && id.Type != "Secret") || id.Name != secret.Name {
+		// An identity CAPO cannot resolve names no Secret CAPO could use.
+		if key, err := g.Identities.IdentitySecret(ctx, osc); err != nil || key != secret {
 			continue
 		}
 		cluster := osc.Labels[clusterv1.ClusterNameLabel]

@@ -19,6 +19,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -54,7 +55,8 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 		cluster("detaching", false), osc("detaching", "detaching", infrav1.OpenStackIdentityReference{Name: "detaching-creds", CloudName: "openstack"}), attachment,
 		// No shared network: not the extension's business.
 		cluster("plain", false), osc("plain", "plain", secretRef("plain-creds")),
-		// A ClusterIdentity's Secret lives elsewhere.
+		// A ClusterIdentity's Secret lives elsewhere (and this one does not
+		// exist: CAPO could not resolve it).
 		cluster("identity", true), osc("identity", "identity", infrav1.OpenStackIdentityReference{Type: "ClusterIdentity", Name: "shared-creds", CloudName: "openstack"}),
 		// The Cluster is gone and so is its attachment: only CAPO remains.
 		osc("orphan", "gone", secretRef("orphan-creds")),
@@ -65,7 +67,8 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 			t.Fatal(err)
 		}
 	}
-	guard := &CredentialGuard{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	guard := &CredentialGuard{Reader: c, Identities: &credentials.Source{Client: c, APIReader: c}}
 
 	for _, tc := range []struct {
 		name, secret string
