@@ -19,10 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/providers"
@@ -168,21 +166,17 @@ func (r *cloudControllerManagers) ensure(ctx context.Context, c *clusterv1.Clust
 			return nil
 		}
 	}
-	osc := &infrav1.OpenStackCluster{}
 	if c.Spec.InfrastructureRef.Name == "" {
-		return nil
+		return nil // no OpenStackCluster yet
 	}
-	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.InfrastructureRef.Name}, osc); err != nil {
+	osc, identity, err := clusterIdentity(ctx, r.mgmt, c)
+	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if osc.Status.Network == nil || len(osc.Status.Network.Subnets) == 0 {
 		return nil // the cluster network is not made yet
 	}
-	identity := &corev1.Secret{}
-	if err := r.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: osc.Spec.IdentityRef.Name}, identity); err != nil {
-		return err
-	}
-	p, err := r.start(CloudConfigVariables{
+	p, err = r.start(CloudConfigVariables{
 		ClusterName: c.Name, Namespace: c.Namespace,
 		CloudsYAML: identity.Data[openstack.CloudsSecretKey], Cloud: osc.Spec.IdentityRef.CloudName,
 		NodeCIDR: osc.Status.Network.Subnets[0].CIDR,
@@ -256,16 +250,7 @@ func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, erro
 		"OPENSTACK_CLOUD_YAML_B64": base64.StdEncoding.EncodeToString(v.CloudsYAML),
 		"OPENSTACK_CLOUD":          v.Cloud, "OPENSTACK_NODE_CIDR": v.NodeCIDR,
 	}
-	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if val, ok := vars[name]; ok {
-			return val, nil
-		}
-		return "", fmt.Errorf("variable %s not set", name)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rendering %s: %w", CloudConfigFile, err)
-	}
-	docs, err := providers.SplitYAML(out, CloudConfigFile)
+	docs, err := renderTemplate(raw, CloudConfigFile, vars)
 	if err != nil {
 		return nil, err
 	}

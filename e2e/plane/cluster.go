@@ -153,16 +153,7 @@ func (p *Plane) RenderCluster(v ClusterVariables) (*corev1.Secret, *clusterv1.Cl
 		vars[k] = val
 	}
 
-	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if val, ok := vars[name]; ok {
-			return val, nil
-		}
-		return "", fmt.Errorf("variable %s not set", name)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("rendering %s: %w", ClusterTemplateFile, err)
-	}
-	docs, err := providers.SplitYAML(out, ClusterTemplateFile)
+	docs, err := renderTemplate(raw, ClusterTemplateFile, vars)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,3 +216,19 @@ func (p *Plane) WaitForClusterClass(ctx context.Context, namespace, name string)
 }
 
 func jsonValue(raw string) apiextensionsv1.JSON { return apiextensionsv1.JSON{Raw: []byte(raw)} }
+
+// renderTemplate renders a file of templates/ with clusterctl's own variable
+// processor (what `clusterctl generate` does; every variable must be set)
+// and returns its YAML documents.
+func renderTemplate(raw []byte, file string, vars map[string]string) ([][]byte, error) {
+	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if val, ok := vars[name]; ok {
+			return val, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", file, err)
+	}
+	return providers.SplitYAML(out, file)
+}

@@ -128,7 +128,8 @@ func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p
 // would otherwise leave them running. KILL, not TERM: on a first SIGTERM
 // kube-apiserver starts a graceful shutdown that waits for its clients
 // (webhooks of managers that died with the test binary) and was seen still
-// running half a minute later; a normal Stop still terminates them gracefully. Without setpriv, dir is used as it is.
+// running half a minute later; a normal Stop still terminates them
+// gracefully. Without setpriv, dir is used as it is.
 func wrapAssets(dir, into string) (string, error) {
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {

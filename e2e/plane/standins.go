@@ -279,18 +279,11 @@ func versionOf(c *clusterv1.Cluster) string {
 
 // cloudOf opens (and caches) a Nova client with the cluster's identityRef.
 func (s *nodeSimulator) cloudOf(ctx context.Context, c *clusterv1.Cluster) (*Cloud, error) {
-	if c.Spec.InfrastructureRef.Name == "" {
-		return nil, fmt.Errorf("no OpenStackCluster yet")
-	}
-	osc := &infrav1.OpenStackCluster{}
-	if err := s.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.InfrastructureRef.Name}, osc); err != nil {
+	osc, sec, err := clusterIdentity(ctx, s.mgmt, c)
+	if err != nil {
 		return nil, err
 	}
 	id := osc.Spec.IdentityRef
-	sec := &corev1.Secret{}
-	if err := s.mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id.Name}, sec); err != nil {
-		return nil, err
-	}
 	key := c.Namespace + "/" + id.Name + "/" + id.CloudName
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -306,4 +299,21 @@ func (s *nodeSimulator) cloudOf(ctx context.Context, c *clusterv1.Cluster) (*Clo
 	}
 	s.clouds[key] = &cachedCloud{resourceVersion: sec.ResourceVersion, cloud: cloud}
 	return cloud, nil
+}
+
+// clusterIdentity is a cluster's OpenStackCluster and its identityRef Secret
+// (the plane's clusters name a Secret in their own namespace).
+func clusterIdentity(ctx context.Context, mgmt client.Client, c *clusterv1.Cluster) (*infrav1.OpenStackCluster, *corev1.Secret, error) {
+	if c.Spec.InfrastructureRef.Name == "" {
+		return nil, nil, fmt.Errorf("no OpenStackCluster yet")
+	}
+	osc := &infrav1.OpenStackCluster{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.InfrastructureRef.Name}, osc); err != nil {
+		return nil, nil, err
+	}
+	sec := &corev1.Secret{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: osc.Spec.IdentityRef.Name}, sec); err != nil {
+		return nil, nil, err
+	}
+	return osc, sec, nil
 }
