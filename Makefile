@@ -45,7 +45,7 @@ run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(C
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks (GeneratePatches vs a bare JSON round trip).
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./internal/integration/ -run '^$$' -bench GeneratePatches -benchmem
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./test/integration/ -run '^$$' -bench GeneratePatches -benchmem
 
 .PHONY: testbed
 testbed: ## Install (once, as root) and start the OpenStack test bed on 127.0.0.1; prints clouds.yaml's path.
@@ -89,7 +89,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable 
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=false paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths=./internal/variables/... output:crd:stdout > internal/variables/zz_generated.schema.yaml
-	go test ./internal/shipping -run TestReferenceIsGenerated -count=1 -update
+	go test ./test/shipping -run TestReferenceIsGenerated -count=1 -update
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are not up to date.

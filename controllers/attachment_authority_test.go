@@ -23,8 +23,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 // authorityStory is one Cluster (team-a/demo) whose md-a asks for

@@ -12,7 +12,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 func (s *authorityStory) setSharedNetworkMTU(mtu int32) {

@@ -16,7 +16,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 // TestStatusNeverReportsAWrongFreeCount refreshes a SharedNetwork's facts

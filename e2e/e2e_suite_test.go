@@ -11,8 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 var (

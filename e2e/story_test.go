@@ -23,8 +23,8 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // The story of the guide (docs/ and the product page), in its order: attach

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // resolveModules fills each provider's version and source folder from the

@@ -23,7 +23,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // CloudConfigFile is the template of the cloud controller manager's

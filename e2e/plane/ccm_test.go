@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // The plane runs the CCM with what the template gives a user: the

@@ -21,7 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // The sample templates of templates/.

@@ -4,7 +4,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // provider is one manager of the plane: where its manifests live and which

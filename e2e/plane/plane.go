@@ -22,7 +22,7 @@
 // clouds.yaml identityRef Secret of each cluster.
 //
 // Two parts are stand-ins, named as such in code, logs and object status:
-// the control plane (internal/standins.ControlPlane: KubeadmControlPlane status and the
+// the control plane (test/standins.ControlPlane: KubeadmControlPlane status and the
 // cluster's kubeconfig and CA Secrets) and the kubelets (nodeSimulator: a
 // Ready Node per ACTIVE Nova server, registered for the cloud controller
 // manager to initialize). Everything else is the real program.
@@ -62,8 +62,8 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
-	"github.com/capo-sharednet/capo-sharednet/internal/standins"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/standins"
 )
 
 // ExtensionConfigName is the name ClusterClasses use for the extension's

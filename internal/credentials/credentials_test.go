@@ -18,8 +18,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakekeystone"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
 )
 
 func scheme() *runtime.Scheme {

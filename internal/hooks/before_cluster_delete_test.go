@@ -23,7 +23,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 var _ credentials.Clouds = &fakecloud.Clouds{}

@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakekeystone"
+	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
 )
 
 func credentialOf(t *testing.T, k *fakekeystone.Keystone) openstack.Credential {

@@ -20,7 +20,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 // vmNetwork creates, in the VM project, a network with one subnet of two

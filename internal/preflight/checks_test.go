@@ -17,8 +17,8 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 // checker is admission's Checker over controller-runtime's fake client and

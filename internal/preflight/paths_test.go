@@ -21,8 +21,8 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 // world is a management cluster over controller-runtime's fake client and

@@ -22,9 +22,9 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
 // fixture: a running Cluster team-a/demo (its OpenStackCluster and network

@@ -15,7 +15,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // certManagerVersion is the cert-manager clusterctl v1.12 installs by default

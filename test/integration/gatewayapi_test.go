@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 var (

@@ -21,7 +21,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // handlersOnCache returns the hook handlers reading, as in the manager, from

@@ -22,8 +22,8 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // extensionConfigName is the ExtensionConfig the ClusterClass's handler names refer to.

@@ -20,7 +20,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 // TestSharedNetworkStatusFollowsNeutron runs the SharedNetwork controller of

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// repoRoot is the folder holding go.mod (tests run in internal/shipping).
+// repoRoot is the folder holding go.mod (tests run in test/shipping).
 var repoRoot = func() string {
 	dir, err := os.Getwd()
 	if err != nil {

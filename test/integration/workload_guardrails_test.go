@@ -18,7 +18,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit runs the

@@ -36,7 +36,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 const (

@@ -1,6 +1,6 @@
 // Package standins holds the STAND-INS for programs that cannot run on a
 // machine without containers and booting servers, shared by the test harness
-// (internal/testenv) and the local plane (e2e/plane). Everything they write is
+// (test/testenv) and the local plane (e2e/plane). Everything they write is
 // marked with Reason so that nobody mistakes it for the real program's output.
 package standins
 

@@ -74,8 +74,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
-	"github.com/capo-sharednet/capo-sharednet/internal/standins"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/standins"
 )
 
 // Options configures Start.

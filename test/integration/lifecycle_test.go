@@ -36,7 +36,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 // attachmentController runs the real attachment reconciler in a manager of

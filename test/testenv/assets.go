@@ -8,7 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // assetsDir returns the folder with kube-apiserver and etcd: KUBEBUILDER_ASSETS, else

@@ -29,11 +29,11 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack/fakekeystone"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
-	"github.com/capo-sharednet/capo-sharednet/internal/testbed"
-	"github.com/capo-sharednet/capo-sharednet/internal/testenv"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 const (
