@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // AttachmentPhase is where a nodegroup's attachment stands.
@@ -235,6 +236,13 @@ func init() {
 // AttachmentName is the name of the attachment of a cluster's MachineDeployment topology.
 func AttachmentName(cluster, machineDeploymentTopology string) string {
 	return cluster + "-" + machineDeploymentTopology
+}
+
+// AttachmentKey is where the attachment of nodegroup (MachineDeployment
+// topology) topology of cluster lives: the cluster's namespace and
+// AttachmentName. Every reader of "this nodegroup's attachment" uses it.
+func AttachmentKey(cluster metav1.Object, topology string) types.NamespacedName {
+	return types.NamespacedName{Namespace: cluster.GetNamespace(), Name: AttachmentName(cluster.GetName(), topology)}
 }
 
 // ShareEstablished says whether the network is shared with the cluster's project.

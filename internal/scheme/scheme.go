@@ -1,0 +1,28 @@
+// Package scheme is the one scheme of the extension: every type it reads or
+// writes. The manager, the fast tests and the test harnesses (which add the
+// providers' other types on top) all start from New.
+package scheme
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+)
+
+// New returns a scheme with client-go's types, CAPI's core v1beta2, CAPO's
+// v1beta1 and v1alpha1 and this extension's v1alpha1.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(infrav1.AddToScheme(s))
+	utilruntime.Must(infrav1alpha1.AddToScheme(s))
+	utilruntime.Must(sharednetv1.AddToScheme(s))
+	return s
+}
