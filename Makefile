@@ -84,12 +84,12 @@ release-manifests: $(KUSTOMIZE) ## Build the clusterctl release assets (componen
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable schema from the Go types.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable schema from the Go types, then docs/reference.md.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=false paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths=./internal/variables/... output:crd:stdout > internal/variables/zz_generated.schema.yaml
-	go test ./test/shipping -run TestReferenceIsGenerated -count=1 -update
+	go run ./hack/tools/reference-docs
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are not up to date.

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	"github.com/capo-sharednet/capo-sharednet/hack/tools/reference-docs/gosource"
 )
 
 // refusal is one message a user can get, as written in the code.
@@ -28,14 +30,18 @@ func refusals(t *testing.T) ([]refusal, []string) {
 	var ruleNames []string
 	for _, dir := range []string{"rules", "webhooks", "preflight", "hooks"} {
 		all := dir == "rules" || dir == "webhooks"
-		for _, f := range parseDir(t, path("internal", dir)) {
-			ast.Inspect(f.file, func(n ast.Node) bool {
+		files, err := gosource.ParseDir(path("internal", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			ast.Inspect(f.File, func(n ast.Node) bool {
 				switch v := n.(type) {
 				case *ast.CallExpr:
 					if len(v.Args) == 0 {
 						return true
 					}
-					name := selectorName(v.Fun)
+					name := gosource.SelectorName(v.Fun)
 					if id, ok := v.Fun.(*ast.Ident); ok {
 						name = id.Name
 					}
@@ -45,7 +51,7 @@ func refusals(t *testing.T) ([]refusal, []string) {
 					if lit, ok := v.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 						s, _ := strconv.Unquote(lit.Value)
 						if all || userFacing.MatchString(s) {
-							out = append(out, refusal{s, relPath(f.name)})
+							out = append(out, refusal{s, relPath(f.Name)})
 						}
 					}
 				case *ast.KeyValueExpr:
@@ -57,7 +63,7 @@ func refusals(t *testing.T) ([]refusal, []string) {
 					s, _ := strconv.Unquote(lit.Value)
 					switch key.Name {
 					case "Message":
-						out = append(out, refusal{s, relPath(f.name)})
+						out = append(out, refusal{s, relPath(f.Name)})
 					case "Rule":
 						ruleNames = append(ruleNames, s)
 					}
@@ -129,7 +135,10 @@ func TestTroubleshootingCoversEveryRefusal(t *testing.T) {
 		}
 	}
 	// The variable's own CEL messages.
-	holder := readCRD(t, path("internal", "variables", "zz_generated.schema.yaml"))
+	holder, err := gosource.ReadCRD(path("internal", "variables", "zz_generated.schema.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range holder.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["value"].XValidations {
 		for _, part := range strings.Split(v.MessageExpression, "'") {
 			if len(part) >= 20 && !strings.Contains(part, "self.") && !strings.Contains(doc, strings.TrimSpace(part)) {

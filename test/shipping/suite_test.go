@@ -11,24 +11,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // repoRoot is the folder holding go.mod (tests run in test/shipping).
 var repoRoot = func() string {
-	dir, err := os.Getwd()
+	root, err := providers.RepoRoot()
 	if err != nil {
 		panic(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			panic("no go.mod above " + dir)
-		}
-		dir = parent
-	}
+	return root
 }()
 
 // path joins slash-separated parts onto the repository root.
