@@ -16,6 +16,7 @@ import (
 
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/feature"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 )
 
@@ -27,7 +28,7 @@ func main() {
 	pflag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	pflag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	pflag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
-	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+manager.DefaultNamespace+").")
+	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+install.Namespace+").")
 	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
 	feature.MutableGates.AddFlag(pflag.CommandLine)
 	// Logging as CAPI's managers do it: --v for the level, --logging-format.

@@ -61,7 +61,7 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 	"github.com/capo-sharednet/capo-sharednet/test/standins"
 )
@@ -309,7 +309,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		}
 		p.hooks = append(p.hooks, serving[name])
 	}
-	if err := p.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: manager.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
 	common := func(name string, wio *envtest.WebhookInstallOptions) (*process, error) {
@@ -353,7 +353,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
 		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
 		"--metrics-bind-address=0", "--health-probe-bind-address=" + addr(health),
-		"--credentials-namespace=" + manager.DefaultNamespace, "--sharednetwork-resync=" + opts.Resync.String(),
+		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
 	}
 	if opts.ExtensionFeatureGates != "" {
 		extArgs = append(extArgs, "--feature-gates="+opts.ExtensionFeatureGates)

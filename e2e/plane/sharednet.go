@@ -24,7 +24,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -147,7 +147,7 @@ func (p *Plane) OfferNetwork(ctx context.Context, name string, n VMNetwork, clou
 		return nil, err
 	}
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project-" + name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "vm-project-" + name},
 		Data:       map[string][]byte{openstack.CloudsSecretKey: clouds},
 	}
 	if err := p.Apply(ctx, sec); err != nil {

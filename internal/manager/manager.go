@@ -33,6 +33,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
@@ -48,7 +49,7 @@ type Options struct {
 	LeaderElection         bool
 	LeaderElectionID       string
 	// Namespace holds the SharedNetwork credential Secrets; the manager
-	// caches Secrets of this namespace only. DefaultNamespace when empty.
+	// caches Secrets of this namespace only. install.Namespace when empty.
 	Namespace string
 	// Resync is how often SharedNetwork facts are read again from Neutron.
 	Resync time.Duration
@@ -60,9 +61,6 @@ type Options struct {
 	// WorkloadGuardrails runs exp/guardrails (feature gate WorkloadGuardrails).
 	WorkloadGuardrails bool
 }
-
-// DefaultNamespace is where config/ installs the extension.
-const DefaultNamespace = "capo-sharednet-system"
 
 // NewScheme has every type the extension reads.
 func NewScheme() *runtime.Scheme {
@@ -95,7 +93,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 
 	if opts.Namespace == "" {
-		opts.Namespace = DefaultNamespace
+		opts.Namespace = install.Namespace
 	}
 	// Credentials stay in the extension's namespace: never watch Secrets elsewhere.
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{

@@ -27,7 +27,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -384,7 +384,7 @@ func createSharedNetworks(ctx context.Context, t testing.TB) {
 	fixtureOnce.Do(func() { fixtureErr = makeNetworks(ctx, vm.Network) })
 	g.Expect(fixtureErr).NotTo(HaveOccurred())
 
-	err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project"},
+	err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "vm-project"},
 		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}})
 	g.Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	granted := &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}}

@@ -34,7 +34,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
@@ -55,13 +55,13 @@ func startAttachmentController(t *testing.T) *attachmentController {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{manager.DefaultNamespace: {}}},
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{install.Namespace: {}}},
 		}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}
+	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: install.Namespace, Sessions: &openstack.Sessions{}}
 	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet")}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 	s, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.25.0.0/24", IPVersion: 4}).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, s.ID).ExtractErr() })
-	vmSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: "vm-project-lifecycle"},
+	vmSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "vm-project-lifecycle"},
 		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}}
 	g.Expect(env.Client.Create(ctx, vmSecret)).To(Succeed())
 	networkName := "vm-real"
@@ -279,7 +279,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 	t.Run("a BeforeClusterDelete request for a cluster that is not being deleted deletes nothing", func(t *testing.T) {
 		g := NewWithT(t)
 		h := &hooks.Handlers{Reader: env.Client, APIReader: env.Client, Client: env.Client,
-			Credentials: &credentials.Source{Client: env.Client, APIReader: env.Client, Namespace: manager.DefaultNamespace, Sessions: &openstack.Sessions{}}}
+			Credentials: &credentials.Source{Client: env.Client, APIReader: env.Client, Namespace: install.Namespace, Sessions: &openstack.Sessions{}}}
 		req := &runtimehooksv1.BeforeClusterDeleteRequest{Cluster: clusterv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}}
 		resp := &runtimehooksv1.BeforeClusterDeleteResponse{}
 		h.BeforeClusterDelete(ctx, req, resp)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
@@ -47,7 +47,7 @@ func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
 	t.Cleanup(func() { _ = neutronports.Delete(ctx, vm.Network, p.ID).ExtractErr() })
 
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: manager.DefaultNamespace, Name: testbed.Name(t, "vm")[:40]},
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: testbed.Name(t, "vm")[:40]},
 		Data:       map[string][]byte{openstack.CloudsSecretKey: clouds},
 	}
 	secret.Name = strings.ToLower(strings.Trim(secret.Name, "-"))

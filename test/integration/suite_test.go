@@ -20,6 +20,7 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
@@ -56,7 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: manager.DefaultNamespace}}); err != nil {
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -78,7 +79,7 @@ func startExtension(ctx context.Context) error {
 	mgr, err := manager.New(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-		Namespace: manager.DefaultNamespace, Resync: resync,
+		Namespace: install.Namespace, Resync: resync,
 		// The hook tests stand in for the attachment controller (they write
 		// the share the way it does); the life-cycle tests run it themselves.
 		WithoutAttachmentController: true,

@@ -34,7 +34,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
-	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
@@ -346,8 +346,8 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 			certSecret, _, _ = unstructured.NestedString(o.Object, "spec", "secretName")
 		}
 	}
-	if ns != manager.DefaultNamespace {
-		t.Fatalf("components install into %q, the manager defaults to %q", ns, manager.DefaultNamespace)
+	if ns != install.Namespace {
+		t.Fatalf("components install into %q, the manager defaults to %q", ns, install.Namespace)
 	}
 	for _, o := range components {
 		if o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition" {

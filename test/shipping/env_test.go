@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
@@ -88,7 +89,7 @@ func extension(t *testing.T, e *testenv.Environment) string {
 		mgr, err := manager.New(e.Config, manager.Options{
 			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
 			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-			Namespace: manager.DefaultNamespace,
+			Namespace: install.Namespace,
 			// No cloud here: nothing in these tests may need a share.
 			WithoutAttachmentController: true,
 		})
