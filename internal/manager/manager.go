@@ -1,7 +1,8 @@
 // Package manager wires the extension into one controller-runtime manager
 // whose webhook server is CAPI's runtime extension server: hooks, the Cluster
 // admission webhook and controllers share one process, one port and one
-// certificate. main.go and the integration tests both start it from here.
+// certificate. New builds it whole for main.go; NewManager and the Setup
+// methods let a test register only the pieces it does not stand in for.
 package manager
 
 import (
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,10 +57,8 @@ type Options struct {
 	Resync time.Duration
 	// OpenStack tunes the OpenStack sessions (tests count requests with it).
 	OpenStack openstack.Options
-	// WithoutAttachmentController leaves the attachment life cycle out, for
-	// tests that stand in for it to prove the hooks alone.
-	WithoutAttachmentController bool
-	// WorkloadGuardrails runs exp/guardrails (feature gate WorkloadGuardrails).
+	// WorkloadGuardrails is the value of the WorkloadGuardrails feature gate
+	// (internal/feature): New then runs exp/guardrails.
 	WorkloadGuardrails bool
 }
 
@@ -75,8 +75,43 @@ func NewScheme() *runtime.Scheme {
 	return scheme
 }
 
-// New builds the manager with every hook, webhook and controller registered.
+// Manager is the controller-runtime manager with what its pieces share: the
+// runtime extension server, the OpenStack sessions, the credentials and the
+// preflight checker. The Setup methods each register one piece.
+type Manager struct {
+	ctrl.Manager
+	// Server serves the hooks and the admission webhooks on one port.
+	Server      *server.Server
+	Sessions    *openstack.Sessions
+	Credentials *credentials.Source
+	Preflight   *preflight.Checker
+	opts        Options
+}
+
+// New builds the manager main.go runs: every hook, webhook and controller
+// registered, the workload guardrails when their feature gate is on.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	m, err := NewManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	setups := []func() error{m.SetupHooks, m.SetupWebhooks, m.SetupSharedNetworkController, m.SetupAttachmentController}
+	if opts.WorkloadGuardrails {
+		setups = append(setups, m.SetupWorkloadGuardrails)
+	}
+	for _, setup := range setups {
+		if err := setup(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// NewManager builds the manager with nothing registered yet: its scheme, its
+// cache (Secrets of opts.Namespace only), metrics, health checks and the
+// runtime extension server as its webhook server. Tests that stand in for a
+// piece register the others themselves.
+func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	scheme := NewScheme()
 	catalog := runtimecatalog.New()
 	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
@@ -115,66 +150,96 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-
-	sessions := &openstack.Sessions{Options: opts.OpenStack}
-	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
-	checker := &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds}
-	h := &hooks.Handlers{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Preflight: checker, Credentials: creds,
-		Recorder: mgr.GetEventRecorderFor("capo-sharednet")}
-	if err := h.Register(srv); err != nil {
-		return nil, fmt.Errorf("registering hooks: %w", err)
-	}
-	// Registering through GetWebhookServer also adds the server to the
-	// manager's runnables: controller-runtime starts it only then.
-	mgr.GetWebhookServer().Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(checker, scheme))
-	mgr.GetWebhookServer().Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(mgr.GetClient(), creds))
-
-	if err := (&controllers.SharedNetworkReconciler{
-		Client:    mgr.GetClient(),
-		Namespace: opts.Namespace,
-		Resync:    opts.Resync,
-		Recorder:  mgr.GetEventRecorderFor("capo-sharednet"),
-		Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.VMProjectCloud, error) {
-			return sessions.Get(ctx, id, version, cred)
-		},
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the SharedNetwork controller: %w", err)
-	}
-
-	if !opts.WithoutAttachmentController {
-		if err := (&controllers.AttachmentReconciler{
-			Client:      mgr.GetClient(),
-			Credentials: creds,
-			Recorder:    mgr.GetEventRecorderFor("capo-sharednet"),
-		}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the attachment controller: %w", err)
-		}
-	}
-
-	if opts.WorkloadGuardrails {
-		clusterCache, err := clustercache.SetupWithManager(context.Background(), mgr, clustercache.Options{
-			SecretClient: mgr.GetAPIReader(),
-			Client: clustercache.ClientOptions{
-				UserAgent: "capo-sharednet",
-				Cache:     clustercache.ClientCacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}},
-			},
-		}, controller.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("setting up the cluster cache: %w", err)
-		}
-		if err := (&guardrails.Reconciler{
-			Client: mgr.GetClient(), ClusterCache: clusterCache, Credentials: creds,
-			Recorder: mgr.GetEventRecorderFor("capo-sharednet"),
-		}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the workload guardrails: %w", err)
-		}
-	}
-
+	// GetWebhookServer adds the server to the manager's runnables:
+	// controller-runtime starts it only then, whichever pieces are registered.
+	mgr.GetWebhookServer()
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+
+	sessions := &openstack.Sessions{Options: opts.OpenStack}
+	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
+	return &Manager{
+		Manager: mgr, Server: srv, Sessions: sessions, Credentials: creds,
+		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds},
+		opts:      opts,
+	}, nil
+}
+
+// SetupHooks registers the Runtime SDK hooks on the extension server.
+func (m *Manager) SetupHooks() error {
+	h := &hooks.Handlers{Reader: m.GetClient(), APIReader: m.GetAPIReader(), Client: m.GetClient(), Preflight: m.Preflight, Credentials: m.Credentials,
+		Recorder: m.recorder()}
+	if err := h.Register(m.Server); err != nil {
+		return fmt.Errorf("registering hooks: %w", err)
+	}
+	return nil
+}
+
+// SetupWebhooks registers the admission webhooks: Clusters and the deletion
+// of a cluster's credential Secret.
+func (m *Manager) SetupWebhooks() error {
+	m.Server.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(m.Preflight, m.GetScheme()))
+	m.Server.Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(m.GetClient(), m.Credentials))
+	return nil
+}
+
+// SetupSharedNetworkController registers the controller that reads each
+// SharedNetwork's facts from Neutron.
+func (m *Manager) SetupSharedNetworkController() error {
+	if err := (&controllers.SharedNetworkReconciler{
+		Client:    m.GetClient(),
+		Namespace: m.opts.Namespace,
+		Resync:    m.opts.Resync,
+		Recorder:  m.recorder(),
+		Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.VMProjectCloud, error) {
+			return m.Sessions.Get(ctx, id, version, cred)
+		},
+	}).SetupWithManager(m); err != nil {
+		return fmt.Errorf("setting up the SharedNetwork controller: %w", err)
+	}
+	return nil
+}
+
+// SetupAttachmentController registers the attachment life cycle (share,
+// nudge, rollout, detach, unshare).
+func (m *Manager) SetupAttachmentController() error {
+	if err := (&controllers.AttachmentReconciler{
+		Client:      m.GetClient(),
+		Credentials: m.Credentials,
+		Recorder:    m.recorder(),
+	}).SetupWithManager(m); err != nil {
+		return fmt.Errorf("setting up the attachment controller: %w", err)
+	}
+	return nil
+}
+
+// SetupWorkloadGuardrails registers exp/guardrails with CAPI's ClusterCache,
+// through which it reaches the workload clusters.
+func (m *Manager) SetupWorkloadGuardrails() error {
+	clusterCache, err := clustercache.SetupWithManager(context.Background(), m, clustercache.Options{
+		SecretClient: m.GetAPIReader(),
+		Client: clustercache.ClientOptions{
+			UserAgent: "capo-sharednet",
+			Cache:     clustercache.ClientCacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}},
+		},
+	}, controller.Options{})
+	if err != nil {
+		return fmt.Errorf("setting up the cluster cache: %w", err)
+	}
+	if err := (&guardrails.Reconciler{
+		Client: m.GetClient(), ClusterCache: clusterCache, Credentials: m.Credentials,
+		Recorder: m.recorder(),
+	}).SetupWithManager(m); err != nil {
+		return fmt.Errorf("setting up the workload guardrails: %w", err)
+	}
+	return nil
+}
+
+// recorder is the one event source of the extension.
+func (m *Manager) recorder() record.EventRecorder {
+	return m.GetEventRecorderFor("capo-sharednet")
 }

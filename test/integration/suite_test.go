@@ -68,22 +68,19 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startExtension runs this project's manager, as main.go builds it, on its own
-// HTTPS port, registers its Cluster admission webhook from config/webhook and
-// an ExtensionConfig, and waits until CAPI has discovered its handlers.
+// startExtension runs this project's manager, built from the pieces main.go
+// registers (see below), on its own HTTPS port, registers its Cluster
+// admission webhook from config/webhook and an ExtensionConfig, and waits
+// until CAPI has discovered its handlers.
 func startExtension(ctx context.Context) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	mgr, err := manager.New(env.Config, manager.Options{
+	mgr, err := manager.NewManager(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 		Namespace: install.Namespace, Resync: resync,
-		// The hook tests stand in for the attachment controller (they write
-		// the share the way it does); the life-cycle tests run it themselves.
-		WithoutAttachmentController: true,
-		WorkloadGuardrails:          true,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			openstackRequests.Next = next
 			return openstackRequests
@@ -91,6 +88,15 @@ func startExtension(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	// Everything main.go registers but the attachment controller: the hook
+	// tests stand in for it (they write the share the way it does); the
+	// life-cycle tests run it themselves. The guardrails run as with their
+	// feature gate on.
+	for _, setup := range []func() error{mgr.SetupHooks, mgr.SetupWebhooks, mgr.SetupSharedNetworkController, mgr.SetupWorkloadGuardrails} {
+		if err := setup(); err != nil {
+			return err
+		}
 	}
 	go func() {
 		if err := mgr.Start(ctx); err != nil {

@@ -73,9 +73,10 @@ var (
 	extensionErr  error
 )
 
-// extension runs this project's manager, as main.go builds it, on its own
-// HTTPS port of 127.0.0.1 (certificate of envtest, which covers 127.0.0.1),
-// and returns its URL. The CRDs must be installed first.
+// extension runs this project's manager, built from the pieces main.go
+// registers but the attachment controller, on its own HTTPS port of 127.0.0.1
+// (certificate of envtest, which covers 127.0.0.1), and returns its URL. The
+// CRDs must be installed first.
 func extension(t *testing.T, e *testenv.Environment) string {
 	t.Helper()
 	extensionOnce.Do(func() {
@@ -86,16 +87,21 @@ func extension(t *testing.T, e *testenv.Environment) string {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		mgr, err := manager.New(e.Config, manager.Options{
+		mgr, err := manager.NewManager(e.Config, manager.Options{
 			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
 			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 			Namespace: install.Namespace,
-			// No cloud here: nothing in these tests may need a share.
-			WithoutAttachmentController: true,
 		})
 		if err != nil {
 			extensionErr = err
 			return
+		}
+		// Everything main.go registers but the attachment controller: there
+		// is no cloud here, and nothing in these tests may need a share.
+		for _, setup := range []func() error{mgr.SetupHooks, mgr.SetupWebhooks, mgr.SetupSharedNetworkController} {
+			if extensionErr = setup(); extensionErr != nil {
+				return
+			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		envCancel, extDone = cancel, make(chan struct{})
