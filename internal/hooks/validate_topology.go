@@ -12,6 +12,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -21,8 +22,11 @@ import (
 // because the cloud changed: wedging a running cluster's topology
 // reconciliation would help nobody (the controller reports it instead).
 func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.ValidateTopologyRequest, resp *runtimehooksv1.ValidateTopologyResponse) {
-	if v, err := variables.FromHookVariables(req.Variables); err != nil || v != nil {
-		fail(resp, errors.Join(err, errors.New("sharedNetwork is set for the whole cluster; set it in one MachineDeployment topology's variables.overrides instead")))
+	if v, err := variables.FromHookVariables(req.Variables); err != nil {
+		fail(resp, err)
+		return
+	} else if v != nil {
+		fail(resp, rules.Refusal(rules.Evaluate(rules.Facts{ClusterLevel: true})))
 		return
 	}
 	b, err := builtins(req.Variables)
@@ -35,6 +39,7 @@ func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.Val
 		fail(resp, fmt.Errorf("reading Cluster %s/%s: %w", b.Cluster.Namespace, b.Cluster.Name, err))
 		return
 	}
+	facts := rules.Facts{Version: cluster.Spec.Topology.Version}
 	var errs []error
 	for _, item := range req.Items {
 		if item == nil || !isMachineDeploymentInfraTemplate(item.HolderReference) {
@@ -58,11 +63,18 @@ func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.Val
 		if attached {
 			continue
 		}
-		if err := h.Preflight.Attach(ctx, cluster, topology, *value, preflight.Static); err != nil {
-			errs = append(errs, err)
+		n, err := h.Preflight.AttachFacts(ctx, cluster, topology, *value, preflight.Static)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MachineDeployment topology %q: %w", topology, err))
+			continue
 		}
+		facts.Nodegroups = append(facts.Nodegroups, n)
 	}
 	if err := errors.Join(errs...); err != nil {
+		fail(resp, err)
+		return
+	}
+	if err := rules.Refusal(rules.Evaluate(facts)).Err(); err != nil {
 		fail(resp, err)
 		return
 	}
@@ -77,8 +89,7 @@ func (h *Handlers) attached(ctx context.Context, cluster *clusterv1.Cluster, top
 		return carried != nil, err
 	}
 	attachment := &sharednetv1.SharedNetworkAttachment{}
-	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}
-	if err := h.Reader.Get(ctx, key, attachment); err != nil {
+	if err := h.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return attachment.ShareEstablished(), nil

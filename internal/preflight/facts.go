@@ -1,8 +1,3 @@
-// Package preflight gathers the facts the rules need for one nodegroup from
-// Kubernetes objects (the Cluster, its ClusterClass templates, CAPO's
-// OpenStackCluster, SharedNetwork status kept current by the controller) and
-// runs the rules of internal/rules on them. Admission and ValidateTopology
-// share it, so a rule cannot say yes in one place and no in the other.
 package preflight
 
 import (
@@ -10,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,43 +16,186 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
-// Checker runs the preflight rules.
-type Checker struct {
-	// Reader reads Kubernetes objects (the manager's cache).
-	Reader client.Reader
-	// Cloud opens sessions for the rules that need a live answer (the
-	// cluster network's MTU, the port quota, load balancers on the subnet).
-	Cloud credentials.Clouds
-	// CloudTimeout bounds those live lookups; 5s when zero.
-	CloudTimeout time.Duration
-	// MaxFactAge is how old SharedNetwork.status may be to decide on
-	// (DefaultMaxFactAge when zero); older facts are read from Neutron.
-	MaxFactAge time.Duration
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+// AttachFacts gathers what attaching nodegroup topology of cluster to value
+// is judged on. A network the namespace is not granted is not looked at any
+// further: the VM project's credential is never used for it.
+func (c *Checker) AttachFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, scope Scope) (rules.Nodegroup, error) {
+	n := nodegroup(cluster, topology, value, rules.CheckAttach)
+	sn, err := c.sharedNetwork(ctx, value.Name)
+	if err != nil || sn == nil {
+		return n, err
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: cluster.Namespace}, ns); err != nil {
+		return n, fmt.Errorf("reading namespace %s: %w", cluster.Namespace, err)
+	}
+	n.NamespaceLabels = ns.Labels
+	if n.Network, n.CannotVerify = networkOf(sn, &sn.Status); rules.Granted(sn.Name, sn.Spec.NamespaceSelector, n.Namespace, n.NamespaceLabels, sn.Spec.Subnets, value.Subnet) != nil {
+		return n, nil
+	}
+	status := &sn.Status
+	if scope == All {
+		if status, n.CannotVerify = c.statusFor(ctx, sn); n.CannotVerify != "" {
+			return n, nil
+		}
+	}
+	subnet, ok := c.subnet(&n, sn, status)
+	if !ok {
+		return n, nil
+	}
+	network, err := c.clusterNetwork(ctx, cluster)
+	if err != nil {
+		return n, err
+	}
+	ranges, err := c.clusterRanges(ctx, cluster, network, topology, subnet)
+	if err != nil {
+		return n, err
+	}
+	n.Ranges = &ranges
+	if scope == Static {
+		return n, nil
+	}
+	// The cluster network's MTU: Neutron's once CAPO made it, the one the
+	// Cluster asks for before; when neither is known (a new cluster leaving
+	// it to Neutron) the attachment controller checks it before it shares.
+	n.ClusterMTU = network.requestedMTU
+	if done, err := c.liveFacts(ctx, &n, cluster, sn, true); done || err != nil {
+		return n, err
+	}
+	n.Size, n.Others, err = c.capacityFacts(ctx, cluster, topology, sn, subnet)
+	return n, err
 }
 
-// DefaultMaxFactAge is the SharedNetwork controller's resync (5 minutes)
-// plus a minute of slack: a status older than that means the controller is
-// not keeping it current.
-const DefaultMaxFactAge = 6 * time.Minute
-
-// Facts are the SharedNetwork's facts to decide on: its status when it is
-// Ready, for its current spec, and refreshed within MaxFactAge; otherwise
-// Neutron's answer now, with the VM project's credential and bounded by
-// CloudTimeout. A decision is never made on stale facts: when Neutron cannot
-// be asked either, the change is refused with "cannot verify".
-func (c *Checker) Facts(ctx context.Context, sn *sharednetv1.SharedNetwork) (*sharednetv1.SharedNetworkStatus, error) {
-	if c.fresh(sn) {
-		return &sn.Status, nil
+// growFacts gathers what an attached nodegroup is judged on when it grows
+// (live: the SharedNetwork's facts current or read from Neutron, the
+// cluster's project asked for its MTU and port quota) or when the
+// controller checks that it still fits (not live: judged only on current
+// status, the cluster network's MTU when it can be read, no quota).
+func (c *Checker) growFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, live bool) (rules.Nodegroup, error) {
+	n := nodegroup(cluster, topology, value, rules.CheckGrow)
+	sn, err := c.sharedNetwork(ctx, value.Name)
+	if err != nil || sn == nil {
+		return n, err
 	}
-	cannotVerify := fmt.Errorf("cannot verify: the facts of SharedNetwork %s are not current (see `kubectl get sharednetwork %s`) and its network cannot be read right now; nothing was changed, retry later", sn.Name, sn.Name)
+	status := &sn.Status
+	if live {
+		if status, n.CannotVerify = c.statusFor(ctx, sn); n.CannotVerify != "" {
+			n.Network, _ = networkOf(sn, &sn.Status)
+			return n, nil
+		}
+	}
+	subnet, ok := c.subnet(&n, sn, status)
+	if !ok {
+		return n, nil
+	}
+	if live {
+		if done, err := c.liveFacts(ctx, &n, cluster, sn, true); done || err != nil {
+			return n, err
+		}
+	} else {
+		n.ClusterMTU = c.clusterMTU(ctx, cluster)
+	}
+	n.Size, n.Others, err = c.capacityFacts(ctx, cluster, topology, sn, subnet)
+	return n, err
+}
+
+// detachFacts gathers the cluster's load balancers on the subnet of
+// nodegroup topology's attachment; attached is false when it has none.
+func (c *Checker) detachFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string) (n rules.Nodegroup, attached bool, err error) {
+	n = rules.Nodegroup{Name: topology, Check: rules.CheckDetach, Namespace: cluster.Namespace, Cluster: cluster.Name}
+	attachment := &sharednetv1.SharedNetworkAttachment{}
+	if err := c.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
+		if apierrors.IsNotFound(err) {
+			return n, false, nil
+		}
+		return n, false, fmt.Errorf("reading SharedNetworkAttachment %s: %w", sharednetv1.AttachmentKey(cluster, topology), err)
+	}
+	n.DetachSubnet = attachment.Spec.Subnet
+	n.LoadBalancers = attachment.Status.LoadBalancers
+	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
+		return n, true, nil
+	}
+	// The status may be a minute old: ask Octavia now.
+	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
+	defer cancel()
+	session, _, err := c.Cloud.ForCluster(ctx, cluster)
+	if err != nil {
+		n.CannotVerify = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the detach cannot be checked; nothing was changed, retry when it answers: %v", err)
+		return n, true, nil
+	}
+	found, err := session.OnSubnet(ctx, attachment.Spec.Subnet)
+	if err != nil {
+		n.CannotVerify = fmt.Sprintf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %v", attachment.Spec.Subnet, err)
+		return n, true, nil
+	}
+	n.LoadBalancers, _ = LoadBalancersOf(cluster, found)
+	return n, true, nil
+}
+
+// nodegroup starts the facts of one nodegroup with what the Cluster says.
+func nodegroup(cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, check rules.Check) rules.Nodegroup {
+	return rules.Nodegroup{Name: topology, Check: check, Namespace: cluster.Namespace, Cluster: cluster.Name,
+		SharedNetwork: value.Name, Subnet: value.Subnet}
+}
+
+// subnet records the network's facts in n and names the subnet the
+// nodegroup uses; false when there is none to judge further (no facts yet,
+// or the one-subnet rule refuses).
+func (c *Checker) subnet(n *rules.Nodegroup, sn *sharednetv1.SharedNetwork, status *sharednetv1.SharedNetworkStatus) (string, bool) {
+	if n.Network, n.CannotVerify = networkOf(sn, status); n.CannotVerify != "" {
+		return "", false
+	}
+	if len(status.Subnets) == 0 {
+		n.CannotVerify = fmt.Sprintf("facts of SharedNetwork %s are not known yet (its controller has not read them from Neutron: see `kubectl get sharednetwork %s`); nothing was changed, retry when it is Ready", sn.Name, sn.Name)
+		return "", false
+	}
+	subnet, v := rules.OneSubnet(sn.Name, status.SubnetIDs(), sn.Spec.Subnets, n.Subnet)
+	return subnet, v == nil
+}
+
+// networkOf is what the rules know of a SharedNetwork with status.
+func networkOf(sn *sharednetv1.SharedNetwork, status *sharednetv1.SharedNetworkStatus) (*rules.Network, string) {
+	nw := &rules.Network{Name: sn.Name, NamespaceSelector: sn.Spec.NamespaceSelector, AllowedSubnets: sn.Spec.Subnets, MTU: int(status.MTU)}
+	for _, s := range status.Subnets {
+		cidr, err := netip.ParsePrefix(s.CIDR)
+		if err != nil {
+			return nw, fmt.Sprintf("SharedNetwork %s status: subnet %s has CIDR %q (%v); nothing was changed, retry when its controller has read it again", sn.Name, s.ID, s.CIDR, err)
+		}
+		nw.Subnets = append(nw.Subnets, rules.Subnet{ID: s.ID, CIDR: cidr, FreeAddresses: int(s.FreeAddresses)})
+	}
+	return nw, ""
+}
+
+// sharedNetwork reads a SharedNetwork; nil when none has that name.
+func (c *Checker) sharedNetwork(ctx context.Context, name string) (*sharednetv1.SharedNetwork, error) {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading SharedNetwork %s: %w", name, err)
+	}
+	return sn, nil
+}
+
+// statusFor is the SharedNetwork's facts to decide on: its status when it
+// is Ready, for its current spec, and refreshed within MaxFactAge;
+// otherwise Neutron's answer now, with the VM project's credential and
+// bounded by CloudTimeout. A decision is never made on stale facts: when
+// Neutron cannot be asked either, the second result says why.
+func (c *Checker) statusFor(ctx context.Context, sn *sharednetv1.SharedNetwork) (*sharednetv1.SharedNetworkStatus, string) {
+	if c.fresh(sn) {
+		return &sn.Status, ""
+	}
+	cannotVerify := fmt.Sprintf("the facts of SharedNetwork %s are not current (see `kubectl get sharednetwork %s`) and its network cannot be read right now; nothing was changed, retry later", sn.Name, sn.Name)
 	if c.Cloud == nil {
 		return nil, cannotVerify
 	}
@@ -75,39 +213,96 @@ func (c *Checker) Facts(ctx context.Context, sn *sharednetv1.SharedNetwork) (*sh
 		ctrl.LoggerFrom(ctx).Info("reading a SharedNetwork's facts for admission", "sharedNetwork", sn.Name, "error", err.Error())
 		return nil, cannotVerify
 	}
-	return &facts, nil
+	return &facts, ""
 }
 
-func (c *Checker) fresh(sn *sharednetv1.SharedNetwork) bool {
-	maxAge := c.MaxFactAge
-	if maxAge <= 0 {
-		maxAge = DefaultMaxFactAge
+// liveFacts asks the cluster's project, with a short timeout, for what
+// only it knows: that the SharedNetwork's Keystone vouches for it (when
+// sameCloud), its network's MTU and its port quota. A cluster whose
+// OpenStackCluster does not exist yet (it is being created) has no project
+// to ask: nothing is added, and the attachment controller asks before it
+// shares. done is true when nothing more should be gathered: the project
+// cannot be asked (an unchecked change is never admitted) or belongs to
+// another cloud.
+func (c *Checker) liveFacts(ctx context.Context, n *rules.Nodegroup, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, sameCloud bool) (done bool, err error) {
+	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
+		return false, nil
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
+	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
+	defer cancel()
+	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
+	if err != nil {
+		n.CannotVerify = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %v", err)
+		return true, nil
 	}
-	return sn.FreshFor(now(), maxAge) > 0
-}
-
-// sharedNetwork reads a SharedNetwork; a missing one is a user error.
-func (c *Checker) sharedNetwork(ctx context.Context, name string) (*sharednetv1.SharedNetwork, error) {
-	sn := &sharednetv1.SharedNetwork{}
-	if err := c.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, &rules.Violation{Rule: "granted", Field: "sharedNetwork.name",
-				Message: fmt.Sprintf("SharedNetwork %q does not exist; ask the management-cluster administrator which shared networks your namespace may use (kubectl get sharednetworks)", name)}
+	if sameCloud {
+		if n.ForeignCloud, n.CannotVerify = c.sameCloud(ctx, sn, session); n.ForeignCloud != "" || n.CannotVerify != "" {
+			return true, nil
 		}
-		return nil, fmt.Errorf("reading SharedNetwork %s: %w", name, err)
 	}
-	return sn, nil
+	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
+		network, err := session.Network(ctx, osc.Status.Network.ID)
+		if err != nil {
+			n.CannotVerify = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", err)
+			return true, nil
+		}
+		n.ClusterMTU = network.MTU
+	}
+	quota, err := session.Ports(ctx)
+	if err != nil {
+		n.CannotVerify = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", err)
+		return true, nil
+	}
+	n.PortQuotaFree = quota.Free()
+	return false, nil
 }
 
-// clusterRanges are the address ranges of the cluster a shared subnet must not
-// overlap: pods, services (kubeadm's default when unset), the cluster network
-// subnets CAPO uses (clusterNetwork) and the shared subnets
-// of the cluster's other nodegroups.
-func (c *Checker) clusterRanges(ctx context.Context, cluster *clusterv1.Cluster, network clusterNetwork, topology, subnetID string, values map[string]sharednetv1.SharedNetworkVariable) (rules.ClusterRanges, error) {
+// clusterMTU is the cluster network's MTU as Neutron says now; 0 when it
+// cannot be told (not judged).
+func (c *Checker) clusterMTU(ctx context.Context, cluster *clusterv1.Cluster) int {
+	if c.Cloud == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
+	defer cancel()
+	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
+	if err != nil || osc.Status.Network == nil || osc.Status.Network.ID == "" {
+		return 0
+	}
+	network, err := session.Network(ctx, osc.Status.Network.ID)
+	if err != nil {
+		return 0
+	}
+	return network.MTU
+}
+
+// sameCloud asks whether the SharedNetwork's Keystone vouches for the
+// cluster's credential (credentials.VerifiedProject): otherwise the network
+// would be shared with whatever project a Keystone of the tenant's choosing
+// claims. foreign says why it does not; cannotVerify why it could not be
+// asked (the VM project's own errors are the administrator's, reported in
+// the SharedNetwork's status, not the cluster owner's).
+func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.ClusterCloud) (foreign, cannotVerify string) {
+	cannot := fmt.Sprintf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
+	vm, err := c.Cloud.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		return "", cannot
+	}
+	if _, err := credentials.VerifiedProject(ctx, cluster, vm); err != nil {
+		var other *credentials.ForeignKeystoneError
+		if errors.As(err, &other) {
+			return err.Error(), ""
+		}
+		return "", cannot
+	}
+	return "", ""
+}
+
+// clusterRanges are the address ranges of the cluster a shared subnet must
+// not overlap: pods, services (kubeadm's default when unset), the cluster
+// network subnets CAPO uses (clusterNetwork) and the shared subnets of the
+// cluster's other nodegroups.
+func (c *Checker) clusterRanges(ctx context.Context, cluster *clusterv1.Cluster, network clusterNetwork, topology, subnetID string) (rules.ClusterRanges, error) {
 	var r rules.ClusterRanges
 	var err error
 	if r.Pods, err = rules.ParsePrefixes(cluster.Spec.ClusterNetwork.Pods.CIDRBlocks); err != nil {
@@ -119,12 +314,17 @@ func (c *Checker) clusterRanges(ctx context.Context, cluster *clusterv1.Cluster,
 	if r.NodeSubnets, err = rules.ParsePrefixes(network.subnetCIDRs); err != nil {
 		return r, fmt.Errorf("cluster network subnets: %w", err)
 	}
-	for other, value := range values {
+	values, err := variables.Nodegroups(cluster)
+	if err != nil {
+		return r, err
+	}
+	for _, other := range sortedKeys(values) {
+		value := values[other]
 		if other == topology {
 			continue
 		}
 		sn, err := c.sharedNetwork(ctx, value.Name)
-		if err != nil {
+		if err != nil || sn == nil {
 			continue // that nodegroup's own check reports it
 		}
 		subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
@@ -209,78 +409,80 @@ func (c *Checker) clusterNetwork(ctx context.Context, cluster *clusterv1.Cluster
 	return out, nil
 }
 
-// consumers are every nodegroup, of every cluster, whose variable names this
-// subnet, except the one being checked.
-func (c *Checker) consumers(ctx context.Context, sn *sharednetv1.SharedNetwork, subnet string, except client.ObjectKey, exceptTopology string) ([]rules.Consumer, error) {
+// capacityFacts sizes the nodegroup and every other nodegroup, of every
+// cluster, whose variable names this subnet.
+func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, subnet string) (*rules.Size, []rules.Consumer, error) {
+	self := sizeOf(cluster, topology)
+	var err error
+	if self.Attached, err = c.attachedAddresses(ctx, cluster, topology); err != nil {
+		return nil, nil, err
+	}
 	clusters := &clusterv1.ClusterList{}
 	if err := c.Reader.List(ctx, clusters); err != nil {
-		return nil, fmt.Errorf("listing Clusters: %w", err)
+		return nil, nil, fmt.Errorf("listing Clusters: %w", err)
 	}
-	var out []rules.Consumer
+	var others []rules.Consumer
 	for i := range clusters.Items {
 		cl := &clusters.Items[i]
 		values, err := variables.Nodegroups(cl)
 		if err != nil {
 			continue
 		}
-		for topology, value := range values {
-			if client.ObjectKeyFromObject(cl) == except && topology == exceptTopology {
+		for other, value := range values {
+			if client.ObjectKeyFromObject(cl) == client.ObjectKeyFromObject(cluster) && other == topology {
 				continue
 			}
 			if value.Name != sn.Name {
 				continue
 			}
-			s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
-			if v != nil || s != subnet {
+			if s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet); v != nil || s != subnet {
 				continue
 			}
-			consumer, err := c.consumer(ctx, cl, topology)
-			if err != nil {
-				return nil, err
+			size := sizeOf(cl, other)
+			maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
+			if v != nil {
+				return nil, nil, fmt.Errorf("nodegroup %s: %w", rules.ConsumerName(cl.Namespace, cl.Name, other), v)
 			}
-			out = append(out, consumer)
+			attached, err := c.attachedAddresses(ctx, cl, other)
+			if err != nil {
+				return nil, nil, err
+			}
+			others = append(others, rules.Consumer{Name: rules.ConsumerName(cl.Namespace, cl.Name, other), MaxSize: maxSize,
+				Zones: rules.Zones(size.FailureDomain, size.ClusterFailureDomains), Attached: attached})
 		}
 	}
-	return out, nil
+	return self, others, nil
 }
 
-// consumer sizes one nodegroup: max size, zones and addresses it holds.
-func (c *Checker) consumer(ctx context.Context, cluster *clusterv1.Cluster, topology string) (rules.Consumer, error) {
-	consumer := rules.Consumer{Name: fmt.Sprintf("%s/%s/%s", cluster.Namespace, cluster.Name, topology)}
-	var err error
-	if consumer.MaxSize, consumer.Zones, err = Size(cluster, topology); err != nil {
-		return consumer, err
-	}
+// attachedAddresses are the addresses a nodegroup holds on its subnet.
+func (c *Checker) attachedAddresses(ctx context.Context, cluster *clusterv1.Cluster, topology string) (int, error) {
 	attachment := &sharednetv1.SharedNetworkAttachment{}
-	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}
-	if err := c.Reader.Get(ctx, key, attachment); err == nil {
-		consumer.Attached = len(attachment.Status.Nodes)
-	} else if !apierrors.IsNotFound(err) {
-		return consumer, fmt.Errorf("reading SharedNetworkAttachment %s: %w", key, err)
+	if err := c.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("reading SharedNetworkAttachment %s: %w", sharednetv1.AttachmentKey(cluster, topology), err)
 	}
-	return consumer, nil
+	return len(attachment.Status.Nodes), nil
 }
 
-// Size is how much of a shared subnet a nodegroup may take: its maximum
-// size (the autoscaler's max-size annotation, else replicas) and the
-// availability zones its nodes land in (rules.Zones).
-func Size(cluster *clusterv1.Cluster, topology string) (maxSize, zones int, err error) {
+// sizeOf is the size facts of nodegroup topology: its max size (the
+// autoscaler's annotation, else replicas), its failure domain and the
+// cluster's. A nodegroup the Cluster no longer has takes nothing.
+func sizeOf(cluster *clusterv1.Cluster, topology string) *rules.Size {
+	s := &rules.Size{ClusterFailureDomains: len(cluster.Status.FailureDomains), Replicas: ptr.To[int32](0)}
 	for _, md := range cluster.Spec.Topology.Workers.MachineDeployments {
-		if md.Name != topology {
-			continue
+		if md.Name == topology {
+			s.Annotations, s.Replicas, s.FailureDomain = md.Metadata.Annotations, md.Replicas, md.FailureDomain
 		}
-		if maxSize, err = rules.MaxSize(md.Metadata.Annotations, md.Replicas); err != nil {
-			return 0, 0, err
-		}
-		return maxSize, rules.Zones(md.FailureDomain, len(cluster.Status.FailureDomains)), nil
 	}
-	return 0, rules.Zones("", len(cluster.Status.FailureDomains)), nil
+	return s
 }
 
 // Granted says whether SharedNetwork sn grants subnet to the clusters of
 // namespace, read now: the namespace selector and the subnet allow-list.
-// Admission, the attachment controller (before it shares) and
-// GeneratePatches (before it emits a new port) all ask it.
+// The attachment controller (before it shares) and GeneratePatches (before
+// it emits a new port) ask it.
 func Granted(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, namespace, subnet string) error {
 	ns := &corev1.Namespace{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
@@ -290,4 +492,29 @@ func Granted(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNe
 		return v
 	}
 	return nil
+}
+
+// LoadBalancersOf splits found by whose they are for the cluster: its own
+// (its CCM made them, alone or with another cluster's Service), with the
+// Service each was made for, and those no CCM made (reported, never
+// deleted). Other clusters' load balancers are in neither.
+func LoadBalancersOf(cluster *clusterv1.Cluster, found []openstack.LoadBalancer) (own, unattributed []sharednetv1.LoadBalancer) {
+	name := ccm.ClusterName(cluster.Namespace, cluster.Name)
+	for _, lb := range found {
+		switch ccm.OwnerOf(name, lb.Name, lb.Tags) {
+		case ccm.ThisCluster, ccm.Shared:
+			// The Service from the name, or from this cluster's tag on a
+			// load balancer another cluster made.
+			service := ""
+			for _, s := range append([]string{lb.Name}, lb.Tags...) {
+				if service = ccm.ServiceOf(name, s); service != "" {
+					break
+				}
+			}
+			own = append(own, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP, Service: service})
+		case ccm.Unattributed:
+			unattributed = append(unattributed, sharednetv1.LoadBalancer{ID: lb.ID, Name: lb.Name, VIP: lb.VIP})
+		}
+	}
+	return own, unattributed
 }

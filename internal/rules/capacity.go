@@ -25,7 +25,7 @@ type Consumer struct {
 // that is not a node count (not a number, negative, or beyond what the
 // autoscaler's int32 sizes hold) is refused: wrapped into the sums below it
 // could turn a full subnet into a pass.
-func MaxSize(annotations map[string]string, replicas *int32) (int, error) {
+func MaxSize(annotations map[string]string, replicas *int32) (int, *Violation) {
 	if v, ok := annotations[clusterv1.AutoscalerMaxSizeAnnotation]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || n < 0 {

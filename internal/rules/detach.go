@@ -3,19 +3,14 @@ package rules
 import (
 	"fmt"
 	"strings"
-)
 
-// LoadBalancer is a load balancer of the cluster's project with its VIP on a
-// shared subnet.
-type LoadBalancer struct {
-	Name, ID, VIP string
-	Service       string // "namespace/name" of the Service or Gateway, when known
-}
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+)
 
 // Detach checks that no load balancer of the cluster's project is left on the
 // shared subnet before the nodegroup is detached: while one exists, the
 // network cannot be unshared or deleted.
-func Detach(subnet string, lbs []LoadBalancer) *Violation {
+func Detach(subnet string, lbs []sharednetv1.LoadBalancer) *Violation {
 	if len(lbs) == 0 {
 		return nil
 	}

@@ -2,7 +2,7 @@ package rules
 
 import "strings"
 
-// Rule names, as used in Violation.Rule.
+// Rule names, as used in Violation.Rule. Every refusal is one of them.
 const (
 	RuleGranted   = "granted"
 	RuleOneSubnet = "one-subnet"
@@ -14,6 +14,17 @@ const (
 	// RuleSameCloud: the cluster's credential must belong to the shared
 	// network's cloud (same Keystone and region, project vouched for by it).
 	RuleSameCloud = "same-cloud"
+	// RuleUnknownNetwork: the value names a SharedNetwork that does not exist.
+	RuleUnknownNetwork = "unknown-network"
+	// RuleOneNodegroup: a shared network is attached to one nodegroup, never
+	// to the whole cluster.
+	RuleOneNodegroup = "one-nodegroup"
+	// RuleOneNetwork: an attached nodegroup is detached before it is
+	// attached to another network.
+	RuleOneNetwork = "one-network"
+	// RuleCannotVerify: facts the decision needs cannot be read right now;
+	// nothing is admitted unchecked.
+	RuleCannotVerify = "cannot-verify"
 )
 
 // Fields named in Violation.Field.
@@ -25,18 +36,44 @@ const (
 
 // Violation is a refused rule: which rule, what was found, and what to change.
 type Violation struct {
-	Rule    string // "granted", "one-subnet", "version", "overlap", "capacity", "mtu", "detach"
-	Field   string // the variable/field path involved, e.g. "sharedNetwork.subnet"
-	Message string // values found + the fix, one or two sentences, human readable
+	Rule      string // one of the Rule* constants
+	Field     string // the variable/field path involved, e.g. "sharedNetwork.subnet"
+	Message   string // values found + the fix, one or two sentences, human readable
+	Nodegroup string // the MachineDeployment topology, when the violation is one nodegroup's
 }
 
-// Error returns "<rule>: <message>". The caller prefixes the
-// MachineDeployment topology name.
+// Error returns "<rule>: <message>", prefixed by the nodegroup when it has
+// one.
 func (v *Violation) Error() string {
 	if v == nil {
 		return "<nil>"
 	}
+	if v.Nodegroup != "" {
+		return `MachineDeployment topology "` + v.Nodegroup + `": ` + v.Rule + ": " + v.Message
+	}
 	return v.Rule + ": " + v.Message
+}
+
+// Refusal is every violation of one decision. Its text is the one a cluster
+// owner reads wherever the decision is made (admission, ValidateTopology,
+// the attachment's conditions).
+type Refusal []*Violation
+
+// Error lists every violation, one per line.
+func (r Refusal) Error() string {
+	lines := make([]string, 0, len(r))
+	for _, v := range r {
+		lines = append(lines, "- "+v.Error())
+	}
+	return "sharedNetwork refused, nothing was changed:\n" + strings.Join(lines, "\n")
+}
+
+// Err is the refusal as an error, nil when nothing was violated.
+func (r Refusal) Err() error {
+	if len(r) == 0 {
+		return nil
+	}
+	return r
 }
 
 // list renders IDs for a message: "a, b, c", or "none" when empty.

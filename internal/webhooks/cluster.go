@@ -8,11 +8,7 @@ package webhooks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"reflect"
-	"sort"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -21,10 +17,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
-	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 // ClusterPath is where the Cluster admission webhook is served.
@@ -66,111 +60,21 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 	ctx, cancel := context.WithTimeout(ctx, decisionBudget)
 	defer cancel()
 	if err := v.validate(ctx, old, cluster); err != nil {
-		return admission.Denied(refusal(err))
+		var refusal rules.Refusal
+		if !errors.As(err, &refusal) {
+			// A fact that could not be read: nothing is admitted unchecked.
+			refusal = rules.Refusal{{Rule: rules.RuleCannotVerify, Message: err.Error() + "; nothing was changed, retry later"}}
+		}
+		return admission.Denied(refusal.Error())
 	}
 	return admission.Allowed("")
 }
 
+// validate gathers the facts of the change once, then runs every rule once.
 func (v *ClusterValidator) validate(ctx context.Context, old, cluster *clusterv1.Cluster) error {
-	if !cluster.Spec.Topology.IsDefined() {
-		return nil
-	}
-	var errs []error
-	newLevel, err := variables.FromClusterVariables(cluster.Spec.Topology.Variables)
+	facts, err := v.Checker.Admission(ctx, old, cluster)
 	if err != nil {
 		return err
 	}
-	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables)
-	if newLevel != nil && !reflect.DeepEqual(newLevel, oldLevel) {
-		errs = append(errs, preflight.ClusterLevel(cluster))
-	}
-
-	now, err := variables.Nodegroups(cluster)
-	if err != nil {
-		return err
-	}
-	before, err := variables.Nodegroups(old)
-	if err != nil {
-		before = nil // an unreadable old value is replaced: check the new one only
-	}
-	for _, topology := range sortedKeys(before) {
-		if value, ok := now[topology]; !ok || value != before[topology] {
-			if err := v.Checker.Detach(ctx, old, topology); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	for _, topology := range sortedKeys(now) {
-		prev, had := before[topology]
-		if had && prev == now[topology] {
-			// An attached nodegroup that may take more addresses (replicas,
-			// the autoscaler's max size, its failure domain) is checked for
-			// room on the subnet: nodes without an address never join.
-			grows, err := preflight.Grows(old, cluster, topology)
-			if err != nil {
-				errs = append(errs, err)
-			} else if grows {
-				if err := v.Checker.Grow(ctx, cluster, topology, now[topology]); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			continue
-		}
-		if had && prev.Name != now[topology].Name {
-			// One share per network: moving an attached nodegroup to another
-			// network in one step would roll it with neither port working.
-			errs = append(errs, &preflight.NodegroupError{Topology: topology, Err: &rules.Violation{Rule: "one-network", Field: "sharedNetwork.name",
-				Message: fmt.Sprintf("the nodegroup is attached to SharedNetwork %q; a nodegroup uses one shared network: remove the variable (detach) first, then set it to %q", prev.Name, now[topology].Name)}})
-			continue
-		}
-		if err := v.Checker.Attach(ctx, cluster, topology, now[topology], preflight.All); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// An upgrade or downgrade of an attached cluster must stay on a supported version.
-	if len(now) > 0 && cluster.Spec.Topology.Version != old.Spec.Topology.Version {
-		if v := rules.Version(cluster.Spec.Topology.Version); v != nil {
-			errs = append(errs, fmt.Errorf("spec.topology.version: %w (nodegroups %s are attached to a shared network)", v, strings.Join(sortedKeys(now), ", ")))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// refusal is the message a cluster owner reads: every problem, one per line.
-func refusal(err error) string {
-	var lines []string
-	for _, e := range flatten(err) {
-		lines = append(lines, "- "+e.Error())
-	}
-	return "sharedNetwork refused, nothing was changed:\n" + strings.Join(lines, "\n")
-}
-
-func flatten(err error) []error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range joined.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	var ng *preflight.NodegroupError
-	if errors.As(err, &ng) {
-		if joined, ok := ng.Err.(interface{ Unwrap() []error }); ok {
-			var out []error
-			for _, e := range joined.Unwrap() {
-				out = append(out, &preflight.NodegroupError{Topology: ng.Topology, Err: e})
-			}
-			return out
-		}
-	}
-	return []error{err}
-}
-
-func sortedKeys(m map[string]sharednetv1.SharedNetworkVariable) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return rules.Refusal(rules.Evaluate(facts)).Err()
 }
