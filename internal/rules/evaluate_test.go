@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -92,3 +93,15 @@ func TestRefusalNamesEveryViolationOnItsOwnLine(t *testing.T) {
 	}
 }
 
+
+func TestRefusalTellsWhatKindOfRefusalItIs(t *testing.T) {
+	r := Refusal{{Rule: RuleCannotVerify, Message: "quota unreadable"}}
+	if !r.OnlyCannotVerify() || r.Has(RuleMTU) {
+		t.Errorf("a refusal of unread facts only: OnlyCannotVerify=%v Has(mtu)=%v", r.OnlyCannotVerify(), r.Has(RuleMTU))
+	}
+	r = append(r, &Violation{Rule: RuleSameCloud, Message: "another Keystone"})
+	var v *Violation
+	if r.OnlyCannotVerify() || !r.Has(RuleSameCloud) || !errors.As(error(r), &v) {
+		t.Errorf("a refusal with a broken rule: OnlyCannotVerify=%v Has(same-cloud)=%v errors.As=%v", r.OnlyCannotVerify(), r.Has(RuleSameCloud), v != nil)
+	}
+}

@@ -68,6 +68,36 @@ func (r Refusal) Error() string {
 	return "sharedNetwork refused, nothing was changed:\n" + strings.Join(lines, "\n")
 }
 
+// Unwrap lets errors.As and errors.Is see each violation.
+func (r Refusal) Unwrap() []error {
+	out := make([]error, 0, len(r))
+	for _, v := range r {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Has says whether a violation of rule is in the refusal.
+func (r Refusal) Has(rule string) bool {
+	for _, v := range r {
+		if v.Rule == rule {
+			return true
+		}
+	}
+	return false
+}
+
+// OnlyCannotVerify says whether nothing was found wrong, only facts that
+// could not be read: retrying may be enough.
+func (r Refusal) OnlyCannotVerify() bool {
+	for _, v := range r {
+		if v.Rule != RuleCannotVerify {
+			return false
+		}
+	}
+	return len(r) > 0
+}
+
 // Err is the refusal as an error, nil when nothing was violated.
 func (r Refusal) Err() error {
 	if len(r) == 0 {
