@@ -46,7 +46,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -60,7 +59,6 @@ import (
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
-	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 	"github.com/capo-sharednet/capo-sharednet/test/standins"
@@ -139,14 +137,6 @@ type State struct {
 	Started            time.Time      `json:"started"`
 }
 
-// NewScheme has every type the plane and its tests read and write: the
-// providers' and this extension's.
-func NewScheme() *runtime.Scheme {
-	s := providers.NewScheme()
-	utilruntime.Must(sharednetv1.AddToScheme(s))
-	return s
-}
-
 // Start builds what is missing and starts the plane. ctx bounds the start-up;
 // the plane runs until Stop.
 func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
@@ -172,7 +162,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	if opts.Resync == 0 {
 		opts.Resync = 10 * time.Second
 	}
-	p := &Plane{opts: opts, Scheme: NewScheme()}
+	p := &Plane{opts: opts, Scheme: providers.NewScheme()}
 	if opts.Dir == "" {
 		if p.Dir, err = os.MkdirTemp("", "capo-sharednet-plane-"); err != nil {
 			return nil, err
@@ -575,7 +565,7 @@ func (p *Plane) Stop() error {
 // Connect is a client-only view of a plane another process runs (from its
 // plane.json): clients and the helpers of this package, no Stop.
 func Connect(root string, s State) (*Plane, error) {
-	p := &Plane{opts: Options{Root: root}, Scheme: NewScheme(), Kubeconfig: s.Kubeconfig, WorkloadKubeconfig: s.WorkloadKubeconfig,
+	p := &Plane{opts: Options{Root: root}, Scheme: providers.NewScheme(), Kubeconfig: s.Kubeconfig, WorkloadKubeconfig: s.WorkloadKubeconfig,
 		WorkloadPort: s.WorkloadPort, ExtensionURL: s.ExtensionURL, Dir: filepath.Dir(s.Logs)}
 	var err error
 	if p.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {

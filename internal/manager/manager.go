@@ -11,8 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,15 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
-	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	runtimecatalog "sigs.k8s.io/cluster-api/exp/runtime/catalog"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
-	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -38,6 +32,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
 )
 
@@ -60,19 +55,6 @@ type Options struct {
 	// WorkloadGuardrails is the value of the WorkloadGuardrails feature gate
 	// (internal/feature): New then runs exp/guardrails.
 	WorkloadGuardrails bool
-}
-
-// NewScheme has every type the extension reads.
-func NewScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, infrav1alpha1.AddToScheme, sharednetv1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			panic(err)
-		}
-	}
-	return scheme
 }
 
 // Manager is the controller-runtime manager with what its pieces share: the
@@ -112,7 +94,6 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 // runtime extension server as its webhook server. Tests that stand in for a
 // piece register the others themselves.
 func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
-	scheme := NewScheme()
 	catalog := runtimecatalog.New()
 	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
 		return nil, err
@@ -139,7 +120,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		leaderElectionID = "capo-sharednet.sharednet.capo.io"
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 scheme.New(),
 		WebhookServer:          srv,
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,

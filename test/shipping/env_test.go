@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
@@ -45,9 +44,6 @@ func environment(t *testing.T) *testenv.Environment {
 			filepath.Join(certManager, "deploy", "crds", "cert-manager.io_issuers.yaml"),
 			filepath.Join(certManager, "deploy", "crds", "cert-manager.io_certificates.yaml"),
 		}})
-		if envErr == nil {
-			envErr = sharednetv1.AddToScheme(env.Scheme)
-		}
 	})
 	if envErr != nil {
 		t.Fatalf("starting the test environment: %v", envErr)

@@ -91,8 +91,8 @@ type Environment struct {
 	Config *rest.Config
 	// Client is a direct (uncached) client using Scheme.
 	Client client.Client
-	// Scheme has client-go's types, apiextensions v1, CAPI v1beta2 (core, addons, ipam,
-	// runtime, kubeadm bootstrap and control plane) and CAPO v1beta1 + v1alpha1.
+	// Scheme is providers.NewScheme: the extension's types and every provider
+	// type the environment installs.
 	Scheme *runtime.Scheme
 	// CertDir is envtest's webhook serving cert dir (tls.crt, tls.key; the cert covers
 	// 127.0.0.1 and localhost). Other HTTPS servers, such as a runtime extension, may reuse it.
