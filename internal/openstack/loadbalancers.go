@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
@@ -92,27 +91,6 @@ func (s *Session) Gone(ctx context.Context, id string) (bool, error) {
 		return false, s.wrap(err, "reading load balancer %s", id)
 	}
 	return lb.ProvisioningStatus == "DELETED", nil
-}
-
-// WaitGone polls until every LB is gone or ctx ends.
-func WaitGone(ctx context.Context, lbs LoadBalancers, ids []string, every time.Duration) error {
-	for _, id := range ids {
-		for {
-			gone, err := lbs.Gone(ctx, id)
-			if err != nil {
-				return err
-			}
-			if gone {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("load balancer %s still exists: %w", id, ctx.Err())
-			case <-time.After(every):
-			}
-		}
-	}
-	return nil
 }
 
 // BusyError is Octavia refusing a change because the load balancer is in a

@@ -148,7 +148,7 @@ func TestLoadBalancersOnASubnetAreFoundAndDeleted(t *testing.T) {
 	lbs := testbed.Session(t, testbed.ClusterProject, openstack.Options{})
 	t.Cleanup(func() {
 		_ = lbs.DeleteCascade(ctx, onOwn.ID)
-		_ = openstack.WaitGone(ctx, lbs, []string{onOwn.ID}, time.Second)
+		_ = testbed.WaitLoadBalancersGone(ctx, lbs, []string{onOwn.ID}, time.Second)
 		_ = subnets.Delete(ctx, cluster.Network, ownSubnet.ID).ExtractErr()
 	})
 
@@ -169,7 +169,7 @@ func TestLoadBalancersOnASubnetAreFoundAndDeleted(t *testing.T) {
 	g.Expect(lbs.DeleteCascade(ctx, onShared.ID)).To(Succeed())
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	g.Expect(openstack.WaitGone(waitCtx, lbs, []string{onShared.ID}, time.Second)).To(Succeed())
+	g.Expect(testbed.WaitLoadBalancersGone(waitCtx, lbs, []string{onShared.ID}, time.Second)).To(Succeed())
 	g.Expect(lbs.OnSubnet(ctx, subnetID)).To(BeEmpty())
 	g.Eventually(func() error { return sharer.Unshare(ctx, policy) }, 60*time.Second, 2*time.Second).Should(Succeed(), "the VIP port is gone with the LB")
 }

@@ -293,7 +293,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		g.Eventually(func() error { return lbs.DeleteCascade(ctx, lb.ID) }, time.Minute, time.Second).Should(Succeed())
 		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		g.Expect(openstack.WaitGone(waitCtx, lbs, []string{lb.ID}, time.Second)).To(Succeed())
+		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, lbs, []string{lb.ID}, time.Second)).To(Succeed())
 		g.Expect(lbs.Gone(ctx, otherLB.ID)).To(BeFalse())
 	})
 
@@ -316,7 +316,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		g.Eventually(func() error { return lbs.DeleteCascade(ctx, otherLB.ID) }, time.Minute, time.Second).Should(Succeed())
 		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		g.Expect(openstack.WaitGone(waitCtx, lbs, []string{otherLB.ID}, time.Second)).To(Succeed())
+		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, lbs, []string{otherLB.ID}, time.Second)).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			now := observe(ctx, g, c)
 			g.Expect(now.Nodegroups["md-a"].MachineSets).To(HaveLen(3))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
@@ -76,4 +77,26 @@ func sanitize(s string) string {
 		out = out[len(out)-40:]
 	}
 	return string(out)
+}
+
+// WaitLoadBalancersGone polls until every load balancer of ids is gone or
+// ctx ends (Octavia deletes asynchronously).
+func WaitLoadBalancersGone(ctx context.Context, lbs openstack.LoadBalancers, ids []string, every time.Duration) error {
+	for _, id := range ids {
+		for {
+			gone, err := lbs.Gone(ctx, id)
+			if err != nil {
+				return err
+			}
+			if gone {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("load balancer %s still exists: %w", id, ctx.Err())
+			case <-time.After(every):
+			}
+		}
+	}
+	return nil
 }
