@@ -1,6 +1,10 @@
 // Package hooks holds the Runtime SDK handlers of the extension, one file per
-// hook. Handlers read Kubernetes objects from the manager's cache and never
-// call OpenStack: a hook must answer within its timeout whatever the cloud does.
+// hook. The topology hooks (DiscoverVariables, GeneratePatches,
+// ValidateTopology) read Kubernetes objects from the manager's cache and never
+// call OpenStack: CAPI calls them on every topology reconcile, and they must
+// answer within their timeout whatever the cloud does. BeforeClusterDelete is
+// the one that does: it deletes the cluster's own load balancers on shared
+// subnets, bounded by CleanupDeadline.
 package hooks
 
 import (
@@ -36,8 +40,8 @@ type Handlers struct {
 	Client client.Client
 	// Preflight runs the rules that ValidateTopology re-checks.
 	Preflight *preflight.Checker
-	// Credentials reach the cluster's project (BeforeClusterDelete only:
-	// the topology hooks never call OpenStack).
+	// Credentials reach the cluster's project; only BeforeClusterDelete
+	// uses them.
 	Credentials credentials.Clouds
 	// Recorder records Events on Clusters.
 	Recorder record.EventRecorder
