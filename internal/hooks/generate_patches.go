@@ -17,6 +17,7 @@ import (
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
@@ -153,16 +154,11 @@ func (h *Handlers) sharedNetwork(ctx context.Context, name string) (*sharednetv1
 }
 
 // attachmentOf is the nodegroup's SharedNetworkAttachment; an empty one when
-// there is none, or when the name belongs to another (cluster, topology)
-// pair (see AttachmentName).
+// it has none.
 func (h *Handlers) attachmentOf(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, topologyName string) (*sharednetv1.SharedNetworkAttachment, error) {
-	attachment := &sharednetv1.SharedNetworkAttachment{}
-	key := client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topologyName)}
-	if err := h.Reader.Get(ctx, key, attachment); err != nil {
-		return &sharednetv1.SharedNetworkAttachment{}, client.IgnoreNotFound(err)
-	}
-	if attachment.Spec.ClusterName != cluster.Name || attachment.Spec.MachineDeploymentTopology != topologyName {
-		return &sharednetv1.SharedNetworkAttachment{}, nil
+	attachment, err := attachments.Get(ctx, h.Reader, cluster.Namespace, cluster.Name, topologyName)
+	if attachment == nil {
+		return &sharednetv1.SharedNetworkAttachment{}, err
 	}
 	return attachment, nil
 }

@@ -10,7 +10,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
-	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -88,9 +88,6 @@ func (h *Handlers) attached(ctx context.Context, cluster *clusterv1.Cluster, top
 	if err != nil || carried != nil {
 		return carried != nil, err
 	}
-	attachment := &sharednetv1.SharedNetworkAttachment{}
-	if err := h.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return attachment.ShareEstablished(), nil
+	attachment, err := attachments.Get(ctx, h.Reader, cluster.Namespace, cluster.Name, topology)
+	return attachment != nil && attachment.ShareEstablished(), err
 }

@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
@@ -111,12 +112,9 @@ func (c *Checker) growFacts(ctx context.Context, cluster *clusterv1.Cluster, top
 // nodegroup topology's attachment; attached is false when it has none.
 func (c *Checker) detachFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string) (n rules.Nodegroup, attached bool, err error) {
 	n = rules.Nodegroup{Name: topology, Check: rules.CheckDetach, Namespace: cluster.Namespace, Cluster: cluster.Name}
-	attachment := &sharednetv1.SharedNetworkAttachment{}
-	if err := c.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
-		if apierrors.IsNotFound(err) {
-			return n, false, nil
-		}
-		return n, false, fmt.Errorf("reading SharedNetworkAttachment %s: %w", sharednetv1.AttachmentKey(cluster, topology), err)
+	attachment, err := attachments.Get(ctx, c.Reader, cluster.Namespace, cluster.Name, topology)
+	if attachment == nil || err != nil {
+		return n, false, err
 	}
 	n.DetachSubnet = attachment.Spec.Subnet
 	n.LoadBalancers = attachment.Status.LoadBalancers
@@ -456,12 +454,9 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 
 // attachedAddresses are the addresses a nodegroup holds on its subnet.
 func (c *Checker) attachedAddresses(ctx context.Context, cluster *clusterv1.Cluster, topology string) (int, error) {
-	attachment := &sharednetv1.SharedNetworkAttachment{}
-	if err := c.Reader.Get(ctx, sharednetv1.AttachmentKey(cluster, topology), attachment); err != nil {
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("reading SharedNetworkAttachment %s: %w", sharednetv1.AttachmentKey(cluster, topology), err)
+	attachment, err := attachments.Get(ctx, c.Reader, cluster.Namespace, cluster.Name, topology)
+	if attachment == nil {
+		return 0, err
 	}
 	return len(attachment.Status.Nodes), nil
 }

@@ -236,6 +236,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Name: "md-x", Replicas: ptr.To[int32](3)}}}}}}
 		variables.SetOverride(other, "md-x", []byte(`{"name":"vm"}`))
 		holds := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: sharednetv1.AttachmentName("other", "md-x")},
+			Spec:   sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "other", MachineDeploymentTopology: "md-x", SharedNetwork: "vm"},
 			Status: sharednetv1.SharedNetworkAttachmentStatus{Nodes: []sharednetv1.AttachedNode{{}, {}}}}
 		w.objs = append(w.objs, other, holds)
 		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
