@@ -112,7 +112,7 @@ func generate(root string) ([]byte, error) {
 	}
 
 	// Conditions, from the controllers' source.
-	consts, err := goConsts(r.path("api", "v1alpha1"))
+	consts, err := goConsts(r.path("api", "v1alpha1"), "sharednetv1.")
 	if err != nil {
 		return nil, err
 	}

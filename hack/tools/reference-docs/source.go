@@ -15,9 +15,9 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/hack/tools/reference-docs/gosource"
 )
 
-// goConsts maps "sharednetv1.Name" to the value of each string constant of a
-// package, and "sharednetv1.Name@file" to the file declaring it.
-func goConsts(dir string) (map[string]string, error) {
+// goConsts maps qualifier+"Name" to the value of each string constant of the
+// package in dir, and qualifier+"Name@file" to the file declaring it.
+func goConsts(dir, qualifier string) (map[string]string, error) {
 	files, err := gosource.ParseDir(dir)
 	if err != nil {
 		return nil, err
@@ -35,8 +35,8 @@ func goConsts(dir string) (map[string]string, error) {
 					if i < len(vs.Values) {
 						if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 							v, _ := strconv.Unquote(lit.Value)
-							out["sharednetv1."+n.Name] = v
-							out["sharednetv1."+n.Name+"@file"] = filepath.Base(f.Name)
+							out[qualifier+n.Name] = v
+							out[qualifier+n.Name+"@file"] = filepath.Base(f.Name)
 						}
 					}
 				}
@@ -202,20 +202,9 @@ func hooksFromSource(dir string) ([][4]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	consts := map[string]string{}
-	for _, f := range files {
-		for _, d := range f.File.Decls {
-			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
-				for _, s := range g.Specs {
-					vs := s.(*ast.ValueSpec)
-					for i, n := range vs.Names {
-						if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-							consts[n.Name], _ = strconv.Unquote(lit.Value)
-						}
-					}
-				}
-			}
-		}
+	consts, err := goConsts(dir, "")
+	if err != nil {
+		return nil, err
 	}
 	var out [][4]string
 	for _, f := range files {
