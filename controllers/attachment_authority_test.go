@@ -10,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -23,6 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -39,6 +38,13 @@ type authorityStory struct {
 	r        *AttachmentReconciler
 	network  string
 	subnet   string
+	// beforeStatusPatch, when set, runs before the next write of an
+	// attachment's status reaches the fake API server (another writer
+	// getting in between a read and a write), and is then cleared.
+	beforeStatusPatch func()
+	// statusPatchErr, when set, is the answer to every write of an
+	// attachment's status (an API server that refuses it).
+	statusPatchErr error
 }
 
 const grantLabel = "sharednet.example/vm"
@@ -87,19 +93,26 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 		},
 	}
 	variables.SetOverride(cluster, "md-a", []byte(`{"name":"vm"}`))
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster, osc).
+	s.client = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ns, sn, cluster, osc).
 		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}, &sharednetv1.SharedNetwork{}).
-		// The API server gives every object a UID; the fake client does not.
-		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			obj.SetUID(types.UID("uid-" + obj.GetName()))
-			return c.Create(ctx, obj, opts...)
-		}}).Build()
+		WithInterceptorFuncs(interceptor.Funcs{
+			// The API server gives every object a UID; the fake client does not.
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				obj.SetUID(types.UID("uid-" + obj.GetName()))
+				return c.Create(ctx, obj, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if _, ok := obj.(*sharednetv1.SharedNetworkAttachment); ok && s.beforeStatusPatch != nil {
+					other := s.beforeStatusPatch
+					s.beforeStatusPatch = nil
+					other()
+				}
+				if _, ok := obj.(*sharednetv1.SharedNetworkAttachment); ok && s.statusPatchErr != nil {
+					return s.statusPatchErr
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
 	s.r = &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder}
 	return s
 }
@@ -114,7 +127,7 @@ func (s *authorityStory) reconcile() {
 func (s *authorityStory) attachment(topology string) *sharednetv1.SharedNetworkAttachment {
 	s.t.Helper()
 	a := &sharednetv1.SharedNetworkAttachment{}
-	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", topology)}, a); err != nil {
+	if err := s.client.Get(context.Background(), sharednetv1.AttachmentKey(s.cluster(), topology), a); err != nil {
 		s.t.Fatalf("attachment %s: %v", topology, err)
 	}
 	return a
@@ -290,7 +303,7 @@ func TestALostStatusIsNotTakenForNoShareWhileTheVMProjectCannotBeAsked(t *testin
 	s.reconcile()
 
 	a = s.attachment("md-a")
-	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal("UnshareFailed"))
+	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonUnshareFailed))
 	g.Expect(s.cloud.Shares()).To(HaveLen(1), "the share is still there, and so is the attachment that will release it")
 
 	s.clouds.SharedNetworks["vm"] = vm
@@ -310,7 +323,7 @@ func TestDetachWaitsWhileNeutronKeepsTheShare(t *testing.T) {
 	s.reconcile()
 
 	a := s.attachment("md-a")
-	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal("PortsRemain"))
+	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonPortsRemain))
 	g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseDetaching))
 	g.Expect(s.cloud.Shares()).To(HaveLen(1))
 }

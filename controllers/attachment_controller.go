@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -21,6 +23,8 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -33,8 +37,6 @@ import (
 const (
 	// AttachmentFinalizer keeps an attachment until its share is released.
 	AttachmentFinalizer = "sharednet.capo.io/attachment"
-	// ClusterLabel names the Cluster of an attachment.
-	ClusterLabel = "sharednet.capo.io/cluster"
 	// sharedAnnotationPrefix + topology on the Cluster records the share a
 	// nodegroup got; changing it is the nudge that makes CAPI's topology
 	// controller call GeneratePatches again.
@@ -104,17 +106,26 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		cluster = nil
 	}
-	// A paused Cluster (e.g. during clusterctl move) is left alone, as CAPI's contract asks.
-	if cluster != nil && annotations.IsPaused(cluster, cluster) {
-		return reconcile.Result{}, nil
-	}
 	attachments := &sharednetv1.SharedNetworkAttachmentList{}
-	if err := r.Client.List(ctx, attachments, client.InNamespace(req.Namespace), client.MatchingLabels{ClusterLabel: req.Name}); err != nil {
+	if err := r.Client.List(ctx, attachments, client.InNamespace(req.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: req.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
+	var errs []error
 	byTopology := map[string]*sharednetv1.SharedNetworkAttachment{}
+	paused := map[string]bool{}
 	for i := range attachments.Items {
-		byTopology[attachments.Items[i].Spec.MachineDeploymentTopology] = &attachments.Items[i]
+		a := &attachments.Items[i]
+		if c := pausedCondition(cluster, a); c.Status == metav1.ConditionTrue {
+			paused[a.Spec.MachineDeploymentTopology] = true
+			errs = append(errs, r.recordPaused(ctx, a, c))
+			continue
+		}
+		byTopology[a.Spec.MachineDeploymentTopology] = a
+	}
+	// A paused Cluster (e.g. during clusterctl move) is left alone, as CAPI's
+	// contract asks: no attachment is created, shared, rolled or unshared.
+	if clusterPaused(cluster) {
+		return reconcile.Result{}, errors.Join(errs...)
 	}
 
 	values := map[string]sharednetv1.SharedNetworkVariable{}
@@ -126,8 +137,10 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	}
 
 	var result reconcile.Result
-	var errs []error
 	for topology, value := range values {
+		if paused[topology] {
+			continue
+		}
 		res, err := r.attach(ctx, cluster, topology, value, byTopology[topology])
 		errs, result = append(errs, err), earliest(result, res)
 	}
@@ -148,8 +161,10 @@ func earliest(a, b reconcile.Result) reconcile.Result {
 	return a
 }
 
-// attach walks one nodegroup towards Attached: attachment, share, nudge, rollout.
-func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, a *sharednetv1.SharedNetworkAttachment) (reconcile.Result, error) {
+// attach walks one nodegroup towards Attached: attachment, share, nudge,
+// rollout. What it found is written once at the end (and the share once
+// before the nudge); a failed write is returned.
+func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, a *sharednetv1.SharedNetworkAttachment) (_ reconcile.Result, reterr error) {
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: value.Name}, sn); err != nil {
 		return reconcile.Result{}, fmt.Errorf("nodegroup %s: SharedNetwork %s: %w", topology, value.Name, err)
@@ -162,8 +177,19 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	before := a.Status.DeepCopy()
-	defer func() { _ = r.patchStatus(ctx, a, before) }()
+	helper, err := patch.NewHelper(a, r.Client)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer func() {
+		if helper != nil {
+			reterr = errors.Join(reterr, r.patchAttachment(ctx, helper, cluster, a))
+		}
+	}()
+	if a.Status.Phase == "" {
+		a.Status.Phase = sharednetv1.PhaseValidating
+	}
+	conditions.Set(a, sharednetv1.NewCondition(sharednetv1.DeletingCondition, metav1.ConditionFalse, sharednetv1.ReasonNotDeleting, ""))
 
 	// The grant is checked where the VM project's power is used, not only
 	// at admission: a revoked grant makes no new share, and an attachment
@@ -201,21 +227,24 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 			share, err := r.share(ctx, cluster, sn)
 			if err != nil {
 				var refused *shareRefusedError
-				reason := "ShareFailed"
 				if errors.As(err, &refused) {
-					reason = refused.reason
+					r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, refused.reason, err.Error())
+				} else {
+					r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonShareFailed, err.Error())
 				}
-				r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, err.Error())
 				return reconcile.Result{RequeueAfter: pollRollout}, nil
 			}
 			a.Status.Share = share
-			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, "Shared",
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared,
 				fmt.Sprintf("network %s is shared with the cluster's project %s (RBAC policy %s)", sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID))
 			// Record the share before the nudge: GeneratePatches reads it.
-			if err := r.patchStatus(ctx, a, before); err != nil {
+			err = r.patchAttachment(ctx, helper, cluster, a)
+			if helper = nil; err != nil {
 				return reconcile.Result{}, err
 			}
-			before = a.Status.DeepCopy()
+			if helper, err = patch.NewHelper(a, r.Client); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 	}
 	if !a.ShareEstablished() {
@@ -259,12 +288,12 @@ func (r *AttachmentReconciler) checkBeforeShare(ctx context.Context, cluster *cl
 	case errors.As(err, &violation):
 		// The same words admission uses, one problem per line; it is tried
 		// again, so fixing the cloud (or removing the variable) is enough.
-		reason := sharednetv1.ReasonRuleViolated
+		message := "nothing was shared (no port, no rollout): " + err.Error() + "; fix it (or remove the variable) and the attach is tried again"
 		if violation.Rule == rules.RuleSameCloud {
-			reason = sharednetv1.ReasonForeignKeystone
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonForeignKeystone, message)
+		} else {
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonRuleViolated, message)
 		}
-		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason,
-			"nothing was shared (no port, no rollout): "+err.Error()+"; fix it (or remove the variable) and the attach is tried again")
 	default:
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, "not shared yet: "+err.Error())
 	}
@@ -290,12 +319,12 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 	case attaching && rollout.Attached(carries):
 		a.Status.Phase = sharednetv1.PhaseAttached
 		a.Status.Message = fmt.Sprintf("%d/%d nodes have an address on subnet %s", len(rollout.Nodes), rollout.Desired, a.Spec.Subnet)
-		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionTrue, "Attached", a.Status.Message)
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionTrue, sharednetv1.ReasonAttached, a.Status.Message)
 		return reconcile.Result{RequeueAfter: pollCloud}, nil
 	case attaching:
 		a.Status.Phase = sharednetv1.PhaseRollingOut
 		a.Status.Message = fmt.Sprintf("rolling out: %d/%d nodes replaced, %d with an address on subnet %s", rollout.OnCurrentTemplate, rollout.Desired, len(rollout.Nodes), a.Spec.Subnet)
-		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, "RollingOut", a.Status.Message)
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonRollingOut, a.Status.Message)
 	}
 	return reconcile.Result{RequeueAfter: pollRollout}, nil
 }
@@ -371,9 +400,10 @@ func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster
 func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *clusterv1.Cluster, topology, network, subnet string, a *sharednetv1.SharedNetworkAttachment) (*sharednetv1.SharedNetworkAttachment, error) {
 	spec := sharednetv1.SharedNetworkAttachmentSpec{ClusterName: cluster.Name, MachineDeploymentTopology: topology, SharedNetwork: network, Subnet: subnet}
 	if a == nil {
+		key := sharednetv1.AttachmentKey(cluster, topology)
 		a = &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{
-			Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology),
-			Labels: map[string]string{ClusterLabel: cluster.Name, clusterv1.ClusterNameLabel: cluster.Name},
+			Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 		}}
 		a.Spec = spec
 		controllerutil.AddFinalizer(a, AttachmentFinalizer)
@@ -383,8 +413,7 @@ func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *cl
 		if err := r.Client.Create(ctx, a); err != nil {
 			return nil, fmt.Errorf("creating SharedNetworkAttachment %s: %w", a.Name, err)
 		}
-		a.Status.Phase = sharednetv1.PhaseValidating
-		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "Attaching", "nodegroup %s: attaching to SharedNetwork %s, subnet %s", topology, network, subnet)
+		r.Recorder.Eventf(cluster, corev1.EventTypeNormal, sharednetv1.EventAttaching, "nodegroup %s: attaching to SharedNetwork %s, subnet %s", topology, network, subnet)
 		return a, nil
 	}
 	if a.Spec != spec {
@@ -454,7 +483,7 @@ func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Clu
 // what the cluster owner may read: no VM project ID, Keystone URL or Secret.
 func (r *AttachmentReconciler) vmProjectFailed(ctx context.Context, sn *sharednetv1.SharedNetwork, doing string, err error) error {
 	ctrl.LoggerFrom(ctx).Error(err, doing, "sharedNetwork", sn.Name)
-	r.Recorder.Eventf(sn, corev1.EventTypeWarning, "VMProjectFailed", "%s: %v", doing, err)
+	r.Recorder.Eventf(sn, corev1.EventTypeWarning, sharednetv1.EventVMProjectFailed, "%s: %v", doing, err)
 	return fmt.Errorf("%s with the VM project's credential failed; the administrator sees why on SharedNetwork %s (kubectl describe sharednetwork %s); retrying", doing, sn.Name, sn.Name)
 }
 
@@ -478,18 +507,18 @@ func (r *AttachmentReconciler) nudge(ctx context.Context, cluster *clusterv1.Clu
 }
 
 func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment, cluster *clusterv1.Cluster, kind string, status metav1.ConditionStatus, reason, message string) {
-	// A copy: SetStatusCondition updates the condition in place.
+	// A copy: Set updates the condition in place.
 	var old *metav1.Condition
-	if c := meta.FindStatusCondition(a.Status.Conditions, kind); c != nil {
+	if c := conditions.Get(a, kind); c != nil {
 		old = c.DeepCopy()
 	}
-	meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: kind, Status: status, Reason: reason, Message: message, ObservedGeneration: a.Generation})
+	conditions.Set(a, sharednetv1.NewCondition(kind, status, reason, message))
 	if status != metav1.ConditionTrue {
 		a.Status.Message = message
 	}
 	if old == nil || old.Status != status || old.Reason != reason {
 		eventType := corev1.EventTypeNormal
-		if status == metav1.ConditionFalse && reason != "RollingOut" && reason != "Detaching" {
+		if status == metav1.ConditionFalse && reason != sharednetv1.ReasonRollingOut && reason != sharednetv1.ReasonDetaching {
 			eventType = corev1.EventTypeWarning
 		}
 		if cluster != nil {
@@ -501,10 +530,88 @@ func (r *AttachmentReconciler) condition(a *sharednetv1.SharedNetworkAttachment,
 	}
 }
 
-func (r *AttachmentReconciler) patchStatus(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, before *sharednetv1.SharedNetworkAttachmentStatus) error {
-	if a.UID == "" || equalAttachmentStatus(before, &a.Status) {
+// ownedConditions are the attachment's conditions this controller writes;
+// the guardrails' (WorkloadGuarded) and the hooks' (LoadBalancersRemoved)
+// are theirs.
+var ownedConditions = []string{
+	sharednetv1.AttachmentReadyCondition, sharednetv1.SharedCondition, sharednetv1.AttachedCondition, sharednetv1.GrantedCondition,
+	sharednetv1.CloudFitsCondition, sharednetv1.PausedCondition, sharednetv1.DeletingCondition,
+}
+
+// patchAttachment writes what this controller found, with Paused and the
+// Ready summary, through CAPI's patch helper: only the fields that changed
+// are sent and only its own conditions are taken as authoritative, so the
+// guardrails' findings written in between are kept.
+func (r *AttachmentReconciler) patchAttachment(ctx context.Context, helper *patch.Helper, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) error {
+	conditions.Set(a, pausedCondition(cluster, a))
+	setReady(a)
+	if err := helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithStatusObservedGeneration{}); err != nil {
+		return fmt.Errorf("writing the status of SharedNetworkAttachment %s: %w", a.Name, err)
+	}
+	return nil
+}
+
+// setReady summarizes the attach into Ready with CAPI's util/conditions:
+// False while any of Shared, Attached, Granted, CloudFits is False or
+// Deleting is True, Unknown while one is not reported yet.
+func setReady(a *sharednetv1.SharedNetworkAttachment) {
+	err := conditions.SetSummaryCondition(a, a, sharednetv1.AttachmentReadyCondition,
+		conditions.ForConditionTypes{sharednetv1.SharedCondition, sharednetv1.AttachedCondition, sharednetv1.GrantedCondition,
+			sharednetv1.CloudFitsCondition, sharednetv1.DeletingCondition},
+		// Granted and CloudFits are checked only once the grant is known
+		// and the nodegroup is rolling out.
+		conditions.IgnoreTypesIfMissing{sharednetv1.GrantedCondition, sharednetv1.CloudFitsCondition},
+		conditions.CustomMergeStrategy{MergeStrategy: conditions.DefaultMergeStrategy(
+			conditions.GetPriorityFunc(conditions.GetDefaultMergePriorityFunc(sharednetv1.DeletingCondition)),
+			conditions.ComputeReasonFunc(conditions.GetDefaultComputeMergeReasonFunc(sharednetv1.ReasonNotReady, sharednetv1.ReasonReadyUnknown, sharednetv1.ReasonReady)),
+		)},
+	)
+	if err != nil { // only with a wrong list of types above
+		conditions.Set(a, sharednetv1.NewCondition(sharednetv1.AttachmentReadyCondition, metav1.ConditionUnknown, sharednetv1.ReasonReadyUnknown, err.Error()))
+	}
+}
+
+// clusterPaused: the Cluster's spec.paused or CAPI's paused annotation on it
+// (clusterctl move sets both).
+func clusterPaused(cluster *clusterv1.Cluster) bool {
+	return cluster != nil && annotations.IsPaused(cluster, cluster)
+}
+
+// pausedCondition is CAPI's Paused condition for an attachment: True when
+// the Cluster is paused or the attachment has CAPI's paused annotation.
+// (CAPI's paused.EnsurePausedCondition does not honour the annotation on the
+// Cluster, which this controller reconciles, so it is not used.)
+func pausedCondition(cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) metav1.Condition {
+	var why []string
+	if cluster != nil && ptr.Deref(cluster.Spec.Paused, false) {
+		why = append(why, "Cluster spec.paused is set to true")
+	}
+	if cluster != nil && annotations.HasPaused(cluster) {
+		why = append(why, "Cluster has the "+clusterv1.PausedAnnotation+" annotation")
+	}
+	if annotations.HasPaused(a) {
+		why = append(why, "SharedNetworkAttachment has the "+clusterv1.PausedAnnotation+" annotation")
+	}
+	if len(why) == 0 {
+		return sharednetv1.NewCondition(sharednetv1.PausedCondition, metav1.ConditionFalse, sharednetv1.ReasonNotPaused, "")
+	}
+	return sharednetv1.NewCondition(sharednetv1.PausedCondition, metav1.ConditionTrue, sharednetv1.ReasonPaused,
+		strings.Join(why, ", ")+": nothing is shared, rolled out or unshared until it is resumed")
+}
+
+// recordPaused writes Paused (and Ready, which does not change with it) on
+// an attachment that is left alone.
+func (r *AttachmentReconciler) recordPaused(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, paused metav1.Condition) error {
+	if c := conditions.Get(a, sharednetv1.PausedCondition); c != nil && conditions.HasSameState(c, &paused) {
 		return nil
 	}
-	a.Status.ObservedGeneration = a.Generation
-	return r.Client.Status().Update(ctx, a)
+	helper, err := patch.NewHelper(a, r.Client)
+	if err != nil {
+		return err
+	}
+	conditions.Set(a, paused)
+	if err := helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: []string{sharednetv1.PausedCondition}}); err != nil {
+		return fmt.Errorf("writing the status of SharedNetworkAttachment %s: %w", a.Name, err)
+	}
+	return nil
 }

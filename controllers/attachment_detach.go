@@ -2,17 +2,19 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -23,9 +25,17 @@ import (
 // being deleted) towards Detached: wait for the rollout without the port,
 // unshare when no other attachment of the project uses the share, then let
 // the attachment go. Neutron refusing the unshare (409) means "not yet".
-func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) (reconcile.Result, error) {
-	before := a.Status.DeepCopy()
-	defer func() { _ = r.patchStatus(ctx, a, before) }()
+func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) (_ reconcile.Result, reterr error) {
+	helper, err := patch.NewHelper(a, r.Client)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer func() {
+		if helper != nil {
+			reterr = errors.Join(reterr, r.patchAttachment(ctx, helper, cluster, a))
+		}
+	}()
+	conditions.Set(a, deletingCondition(cluster, a))
 
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
@@ -41,7 +51,7 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		}
 		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
 		if !rollout.Detached(carries) {
-			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, "Detaching",
+			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
 				fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(rollout.Nodes), a.Spec.Subnet))
 			return reconcile.Result{RequeueAfter: pollRollout}, nil
 		}
@@ -49,46 +59,72 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 
 	if err := r.unshare(ctx, cluster, sn, a); err != nil {
 		r.observeLoadBalancers(ctx, cluster, a)
-		reason, message := "UnshareFailed", err.Error()
-		if openstack.IsInUse(err) {
-			a.Status.Phase, reason = sharednetv1.PhaseDetaching, "PortsRemain"
-			message = "Neutron keeps the share while the cluster's project has ports on the network (nodes being deleted, load balancer VIPs)"
-			switch {
-			case len(a.Status.LoadBalancers) > 0:
-				a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
-				message = "load balancers of this cluster still have their address on the shared subnet: " + describe(a.Status.LoadBalancers) + "; delete their Services and Gateways"
-			case len(a.Status.UnattributedLoadBalancers) > 0:
-				a.Status.Phase, reason = sharednetv1.PhaseDetachBlocked, "LoadBalancersRemain"
-				message = "load balancers that no cluster's cloud controller manager made still have their address on the shared subnet: " + describe(a.Status.UnattributedLoadBalancers) + "; delete them (openstack loadbalancer delete --cascade <id>)"
-			}
-		}
-		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
+		r.unshareRefused(cluster, a, err)
 		return reconcile.Result{RequeueAfter: pollRollout}, nil
 	}
 	a.Status.Phase = sharednetv1.PhaseDetached
 	a.Status.Share = nil
-	r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, "Unshared", "the nodegroup is detached and the network is no longer shared for it")
-	if err := r.patchStatus(ctx, a, before); err != nil {
-		return reconcile.Result{}, err
-	}
-	before = a.Status.DeepCopy()
+	r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonUnshared, "the nodegroup is detached and the network is no longer shared for it")
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
 		if err := r.nudge(ctx, cluster, a.Spec.MachineDeploymentTopology, ""); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
+	// The attachment goes; until it is gone its status says Detached.
+	if err := r.release(ctx, a); err != nil {
+		return reconcile.Result{}, err
+	}
+	helper = nil // gone: nothing more to write
+	return reconcile.Result{}, nil
+}
+
+// unshareRefused says why the share is kept: Neutron's 409 (ports of the
+// cluster's project remain on the network) is "not yet", named after the
+// load balancers that hold it when there are any.
+func (r *AttachmentReconciler) unshareRefused(cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment, err error) {
+	switch {
+	case !openstack.IsInUse(err):
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonUnshareFailed, err.Error())
+	case len(a.Status.LoadBalancers) > 0:
+		a.Status.Phase = sharednetv1.PhaseDetachBlocked
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonLoadBalancersRemain,
+			"load balancers of this cluster still have their address on the shared subnet: "+describe(a.Status.LoadBalancers)+"; delete their Services and Gateways")
+	case len(a.Status.UnattributedLoadBalancers) > 0:
+		a.Status.Phase = sharednetv1.PhaseDetachBlocked
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonLoadBalancersRemain,
+			"load balancers that no cluster's cloud controller manager made still have their address on the shared subnet: "+describe(a.Status.UnattributedLoadBalancers)+"; delete them (openstack loadbalancer delete --cascade <id>)")
+	default:
+		a.Status.Phase = sharednetv1.PhaseDetaching
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonPortsRemain,
+			"Neutron keeps the share while the cluster's project has ports on the network (nodes being deleted, load balancer VIPs)")
+	}
+}
+
+// deletingCondition is CAPI's Deleting condition of an attachment being
+// detached, saying why.
+func deletingCondition(cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) metav1.Condition {
+	why := "its sharedNetwork variable was removed"
+	switch {
+	case cluster == nil || !cluster.DeletionTimestamp.IsZero():
+		why = "the Cluster is being deleted"
+	case !a.DeletionTimestamp.IsZero():
+		why = "the SharedNetworkAttachment is being deleted"
+	}
+	return sharednetv1.NewCondition(sharednetv1.DeletingCondition, metav1.ConditionTrue, sharednetv1.ReasonDeleting, "the nodegroup is being detached: "+why)
+}
+
+// release removes the finalizer of an attachment whose share is released
+// and deletes it when nobody did yet.
+func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.SharedNetworkAttachment) error {
 	if controllerutil.RemoveFinalizer(a, AttachmentFinalizer) {
 		if err := r.Client.Update(ctx, a); err != nil {
-			return reconcile.Result{}, err
+			return client.IgnoreNotFound(err)
 		}
 	}
 	if a.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, a); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, err
-		}
+		return client.IgnoreNotFound(r.Client.Delete(ctx, a))
 	}
-	a.UID = "" // gone: nothing more to write
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // unshare deletes the share this attachment stands for, as Neutron knows
@@ -159,7 +195,7 @@ func (r *AttachmentReconciler) shareUsedElsewhere(ctx context.Context, a *shared
 		return true // when in doubt, keep the share
 	}
 	for _, other := range all.Items {
-		if other.UID == a.UID || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil || other.Status.Share.ProjectID != project {
+		if (other.Namespace == a.Namespace && other.Name == a.Name) || !other.DeletionTimestamp.IsZero() || other.Status.Share == nil || other.Status.Share.ProjectID != project {
 			continue
 		}
 		if other.Spec.SharedNetwork == sn.Name {
@@ -183,8 +219,4 @@ func describe(lbs []sharednetv1.LoadBalancer) string {
 		parts = append(parts, s+")")
 	}
 	return strings.Join(parts, ", ")
-}
-
-func equalAttachmentStatus(a, b *sharednetv1.SharedNetworkAttachmentStatus) bool {
-	return equality.Semantic.DeepEqual(a, b)
 }

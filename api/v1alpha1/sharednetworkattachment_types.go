@@ -20,8 +20,16 @@ const (
 	PhaseDetached      AttachmentPhase = "Detached"
 )
 
-// Condition types of an attachment.
+// Condition types of an attachment, v1beta2 style (metav1.Condition). The
+// attachment controller owns Ready, Shared, Attached, Granted, CloudFits,
+// Paused and Deleting; the workload guardrails own WorkloadGuarded; the
+// BeforeClusterDelete hook owns LoadBalancersRemoved. Each writer patches
+// only its own (CAPI's patch helper with owned conditions).
 const (
+	// AttachmentReadyCondition summarizes Shared, Attached, Granted,
+	// CloudFits and Deleting (CAPI's util/conditions summary): True once the
+	// nodegroup is attached and nothing is wrong.
+	AttachmentReadyCondition = ReadyCondition
 	// SharedCondition is True once the network is shared with the cluster's project.
 	SharedCondition = "Shared"
 	// AttachedCondition is True once every node of the nodegroup has its shared-subnet address.
@@ -36,16 +44,34 @@ const (
 	// so that the rules no longer hold (the shared network's MTU, the room
 	// on its subnet): reported, never acted on; the next growth is refused.
 	CloudFitsCondition = "CloudFits"
+	// PausedCondition is True while the Cluster is paused (spec.paused or
+	// CAPI's paused annotation on the Cluster or the attachment): nothing is
+	// shared, rolled or unshared. CAPI's condition type.
+	PausedCondition = "Paused"
+	// DeletingCondition is True while the nodegroup is being detached (its
+	// variable removed, the attachment or the Cluster deleted). CAPI's
+	// condition type; negative polarity in Ready.
+	DeletingCondition = "Deleting"
+	// WorkloadGuardedCondition is the workload guardrails' finding: True when
+	// the policy is installed and no Service, Gateway or Node of the workload
+	// cluster breaks its rules. Not part of Ready: turning the feature gate
+	// on or off never changes whether an attachment is Ready.
+	WorkloadGuardedCondition = "WorkloadGuarded"
 )
 
-// Reasons of an attachment's conditions that a person acts on.
+// Reasons of an attachment's conditions.
 const (
-	ReasonGranted                   = "Granted"
+	// Ready's reasons (the summary).
+	ReasonReady        = "Ready"
+	ReasonNotReady     = "NotReady"
+	ReasonReadyUnknown = "ReadyUnknown"
+
+	// Shared's reasons.
+	ReasonShared                    = "Shared"
+	ReasonShareFailed               = "ShareFailed"
 	ReasonNotGranted                = "NotGranted"
-	ReasonGrantRevoked              = "GrantRevoked"
 	ReasonClusterCredentialsInvalid = "ClusterCredentialsInvalid"
 	ReasonForeignKeystone           = "ForeignKeystone"
-	ReasonLeftBehind                = "LeftBehind"
 	// ReasonWaitingForClusterNetwork: the rules run before the share need
 	// the cluster network CAPO creates.
 	ReasonWaitingForClusterNetwork = "WaitingForClusterNetwork"
@@ -55,11 +81,54 @@ const (
 	// ReasonCannotCheck: the rules could not be checked (a cloud that does
 	// not answer); retried.
 	ReasonCannotCheck = "CannotCheck"
+	// ReasonPortsRemain: Neutron refused the unshare (409) while the
+	// cluster's project has ports on the network: not yet, retried.
+	ReasonPortsRemain = "PortsRemain"
+	// ReasonLoadBalancersRemain: the unshare waits for load balancers on
+	// the shared subnet (phase DetachBlocked).
+	ReasonLoadBalancersRemain = "LoadBalancersRemain"
+	ReasonUnshareFailed       = "UnshareFailed"
+	ReasonUnshared            = "Unshared"
+
+	// Attached's reasons.
+	ReasonAttached   = "Attached"
+	ReasonRollingOut = "RollingOut"
+	ReasonDetaching  = "Detaching"
+
+	// Granted's reasons.
+	ReasonGranted      = "Granted"
+	ReasonGrantRevoked = "GrantRevoked"
+
+	// CloudFits' reasons.
 	// ReasonCloudChanged: the cloud changed after the attach (MTU, room on
 	// the subnet); the nodes keep their port, growth is refused.
 	ReasonCloudChanged = "CloudChanged"
 	// ReasonCloudFits: the shared network still fits the nodegroup.
 	ReasonCloudFits = "CloudFits"
+
+	// LoadBalancersRemoved's reason (also a Warning Event on the Cluster).
+	ReasonLeftBehind = "LeftBehind"
+
+	// Paused' reasons, CAPI's.
+	ReasonPaused    = "Paused"
+	ReasonNotPaused = "NotPaused"
+
+	// Deleting's reasons, CAPI's.
+	ReasonDeleting    = "Deleting"
+	ReasonNotDeleting = "NotDeleting"
+
+	// WorkloadGuarded's reasons.
+	ReasonGuarded               = "Guarded"
+	ReasonWorkloadMisconfigured = "WorkloadMisconfigured"
+)
+
+// Reasons of Events that are no condition's.
+const (
+	// EventAttaching: the attachment of a nodegroup was created.
+	EventAttaching = "Attaching"
+	// EventVMProjectFailed: a call with the VM project's credential failed
+	// (on the SharedNetwork, for the administrator only).
+	EventVMProjectFailed = "VMProjectFailed"
 )
 
 // SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.
@@ -131,7 +200,8 @@ type SharedNetworkAttachmentStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Shared, Attached.
+	// conditions: Ready (the summary), Shared, Attached, Granted,
+	// CloudFits, Paused, Deleting, WorkloadGuarded, LoadBalancersRemoved.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -203,10 +273,12 @@ type LoadBalancer struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
 // +kubebuilder:printcolumn:name="Nodegroup",type=string,JSONPath=`.spec.machineDeploymentTopology`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Subnet",type=string,JSONPath=`.spec.subnet`
 // +kubebuilder:printcolumn:name="Attached",type=integer,JSONPath=`.status.attachedNodes`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredNodes`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
@@ -248,4 +320,20 @@ func AttachmentKey(cluster metav1.Object, topology string) types.NamespacedName 
 // ShareEstablished says whether the network is shared with the cluster's project.
 func (a *SharedNetworkAttachment) ShareEstablished() bool {
 	return a.Status.Share != nil && a.Status.Share.RBACPolicyID != ""
+}
+
+// GetConditions returns the attachment's conditions (CAPI's conditions.Getter).
+func (a *SharedNetworkAttachment) GetConditions() []metav1.Condition {
+	return a.Status.Conditions
+}
+
+// SetConditions sets the attachment's conditions (CAPI's conditions.Setter).
+func (a *SharedNetworkAttachment) SetConditions(conditions []metav1.Condition) {
+	a.Status.Conditions = conditions
+}
+
+// NewCondition is a condition of the given type, status, reason and message;
+// CAPI's conditions.Set fills in its generation and transition time.
+func NewCondition(conditionType string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: conditionType, Status: status, Reason: reason, Message: message}
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
@@ -23,6 +25,8 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -48,6 +52,16 @@ type Reconciler struct {
 	ClusterCache clustercache.ClusterCache
 	Credentials  credentials.Clouds
 	Recorder     record.EventRecorder
+	// WorkloadClient returns a client of a Cluster's workload cluster;
+	// ClusterCache.GetClient when nil (fast tests give a fake client).
+	WorkloadClient func(ctx context.Context, cluster client.ObjectKey) (client.Client, error)
+}
+
+func (r *Reconciler) workloadClient(ctx context.Context, cluster client.ObjectKey) (client.Client, error) {
+	if r.WorkloadClient != nil {
+		return r.WorkloadClient(ctx, cluster)
+	}
+	return r.ClusterCache.GetClient(ctx, cluster)
 }
 
 // SetupWithManager registers the reconciler.
@@ -90,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(attached) == 0 && !installed {
 		return reconcile.Result{}, nil // never touch a workload cluster that was never attached
 	}
-	wc, err := r.ClusterCache.GetClient(ctx, req.NamespacedName)
+	wc, err := r.workloadClient(ctx, req.NamespacedName)
 	if err != nil {
 		if errors.Is(err, clustercache.ErrClusterNotConnected) {
 			return reconcile.Result{RequeueAfter: pollWorkload}, nil
@@ -131,24 +145,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	clusterCIDR, _ := netip.ParsePrefix(clusterSubnet.CIDR)
 	var errs []error
 	for _, a := range attached {
-		before := a.Status.DeepCopy()
-		a.Status.Workload = &sharednetv1.WorkloadStatus{PolicyInstalled: true, Misconfigured: misconfigured,
-			UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, services)}
-		nodes, err := nodeIssues(ctx, wc, a, clusterCIDR)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		a.Status.Workload.Nodes = nodes
-		r.vmIngress(ctx, a)
-		if equality.Semantic.DeepEqual(before, &a.Status) {
-			continue
-		}
-		for _, m := range append(append([]sharednetv1.WorkloadObjectIssue{}, misconfigured...), nodes...) {
-			r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "WorkloadMisconfigured", "%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason)
-		}
-		errs = append(errs, r.Client.Status().Update(ctx, a))
+		errs = append(errs, r.report(ctx, wc, cluster, a, misconfigured, services, clusterCIDR))
 	}
 	return reconcile.Result{RequeueAfter: pollWorkload}, errors.Join(errs...)
+}
+
+// report writes on one attachment what the guardrails found, through CAPI's
+// patch helper: only status.workload, status.vmIngress and WorkloadGuarded,
+// the fields this controller owns, so the attachment controller's writes
+// in between are kept.
+func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment,
+	misconfigured []sharednetv1.WorkloadObjectIssue, services map[string]bool, clusterCIDR netip.Prefix) error {
+	helper, err := patch.NewHelper(a, r.Client)
+	if err != nil {
+		return err
+	}
+	before := a.Status.DeepCopy()
+	a.Status.Workload = &sharednetv1.WorkloadStatus{PolicyInstalled: true, Misconfigured: misconfigured,
+		UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, services)}
+	nodes, nodesErr := nodeIssues(ctx, wc, a, clusterCIDR)
+	a.Status.Workload.Nodes = nodes
+	r.vmIngress(ctx, a)
+	issues := append(append([]sharednetv1.WorkloadObjectIssue{}, misconfigured...), nodes...)
+	conditions.Set(a, guardedCondition(issues))
+	if equality.Semantic.DeepEqual(before, &a.Status) {
+		return nodesErr
+	}
+	for _, m := range issues {
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, sharednetv1.ReasonWorkloadMisconfigured, "%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason)
+	}
+	if err := helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: []string{sharednetv1.WorkloadGuardedCondition}}); err != nil {
+		return errors.Join(nodesErr, fmt.Errorf("writing the guardrails' findings on SharedNetworkAttachment %s: %w", a.Name, err))
+	}
+	return nodesErr
+}
+
+// guardedCondition is WorkloadGuarded: True when nothing in the workload
+// cluster breaks the policy's rules, else False naming each object.
+func guardedCondition(issues []sharednetv1.WorkloadObjectIssue) metav1.Condition {
+	if len(issues) == 0 {
+		return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionTrue, sharednetv1.ReasonGuarded,
+			"the policy is installed in the workload cluster and no Service, Gateway or Node breaks its rules")
+	}
+	var lines []string
+	for _, m := range issues {
+		lines = append(lines, fmt.Sprintf("%s %s: %s", m.Kind, strings.TrimPrefix(m.Namespace+"/"+m.Name, "/"), m.Reason))
+	}
+	return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionFalse, sharednetv1.ReasonWorkloadMisconfigured, strings.Join(lines, "; "))
 }
 
 // params are the shared subnets and networks of the cluster's attachments

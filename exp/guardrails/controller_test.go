@@ -1,0 +1,225 @@
+package guardrails
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
+)
+
+const (
+	clusterSubnet = "cluster-subnet"
+	sharedSubnet  = "shared-subnet"
+)
+
+// world is one Cluster (team-a/demo) whose nodegroup md-a is attached
+// (share established, node n1 with 172.16.5.11 on the shared subnet), the
+// management cluster and its workload cluster as fake clients, and the
+// guardrails reconciler between them.
+type world struct {
+	t        *testing.T
+	mgmt     client.Client
+	workload client.Client
+	// connects counts the reconciler's asks for a workload client.
+	connects int
+	// notConnected makes the ClusterCache answer "not connected yet".
+	notConnected bool
+	recorder     *record.FakeRecorder
+	r            *Reconciler
+}
+
+func newWorld(t *testing.T, attached bool, workload ...client.Object) *world {
+	t.Helper()
+	w := &world{t: t, recorder: record.NewFakeRecorder(100)}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"}}}
+	osc := &infrav1.OpenStackCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
+		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{Subnets: []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}}}}}
+	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{NetworkID: "vm-net", Subnets: []string{sharedSubnet}},
+		Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: sharedSubnet, CIDR: "172.16.5.0/24", IPVersion: 4}}}}
+	a := &sharednetv1.SharedNetworkAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a"), Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+		Spec:       sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: sharedSubnet},
+		Status: sharednetv1.SharedNetworkAttachmentStatus{Nodes: []sharednetv1.AttachedNode{{Machine: "m1", Node: "n1", Address: "172.16.5.11"}},
+			Conditions: []metav1.Condition{{Type: sharednetv1.SharedCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonShared, LastTransitionTime: metav1.Now()}}},
+	}
+	if attached {
+		a.Status.Share = &sharednetv1.Share{ProjectID: "cluster-project", RBACPolicyID: "rbac-1"}
+	}
+	w.mgmt = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cluster, osc, sn, a).
+		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}).Build()
+	w.workload = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(workload...).Build()
+	cloud := fakecloud.New()
+	w.r = &Reconciler{Client: w.mgmt, Recorder: w.recorder,
+		Credentials: &fakecloud.Clouds{
+			Clusters:       map[string]*fakecloud.Project{"team-a/demo": {Cloud: cloud, ID: "cluster-project"}},
+			SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},
+		},
+		WorkloadClient: func(context.Context, client.ObjectKey) (client.Client, error) {
+			w.connects++
+			if w.notConnected {
+				return nil, clustercache.ErrClusterNotConnected
+			}
+			return w.workload, nil
+		}}
+	return w
+}
+
+func (w *world) reconcile() reconcile.Result {
+	w.t.Helper()
+	res, err := w.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}})
+	if err != nil {
+		w.t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func (w *world) attachment() *sharednetv1.SharedNetworkAttachment {
+	w.t.Helper()
+	a := &sharednetv1.SharedNetworkAttachment{}
+	if err := w.mgmt.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo-md-a"}, a); err != nil {
+		w.t.Fatal(err)
+	}
+	return a
+}
+
+func (w *world) policyInstalled() bool {
+	w.t.Helper()
+	err := w.workload.Get(context.Background(), client.ObjectKey{Name: PolicyName}, &admissionregistrationv1.ValidatingAdmissionPolicy{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (w *world) installedAnnotation() bool {
+	w.t.Helper()
+	c := &clusterv1.Cluster{}
+	if err := w.mgmt.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, c); err != nil {
+		w.t.Fatal(err)
+	}
+	return c.Annotations[installedAnnotation] != ""
+}
+
+func loadBalancerService(name string, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: annotations},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+}
+
+func node(internalIPs ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	for _, ip := range internalIPs {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return n
+}
+
+var (
+	internal = map[string]string{SubnetAnnotation: sharedSubnet, InternalAnnotation: "true", MemberSubnetAnnotation: clusterSubnet}
+	public   = map[string]string{SubnetAnnotation: sharedSubnet}
+)
+
+// TestGuardrailsReportWhatThePolicyCannotPrevent: with an attached
+// nodegroup, the policy is installed in the workload cluster and the
+// attachment says which objects created before it break its rules, in
+// status.workload and the WorkloadGuarded condition.
+func TestGuardrailsReportWhatThePolicyCannotPrevent(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		workload    []client.Object
+		wantGuarded metav1.ConditionStatus
+		wantIssues  []string // names in status.workload
+		wantWords   string   // in WorkloadGuarded's message
+	}{
+		{name: "nothing wrong", workload: []client.Object{loadBalancerService("web", internal), node("10.6.0.10", "172.16.5.11")},
+			wantGuarded: metav1.ConditionTrue},
+		{name: "a public load balancer on the shared subnet, created before the policy",
+			workload:    []client.Object{loadBalancerService("web", public), node("10.6.0.10", "172.16.5.11")},
+			wantGuarded: metav1.ConditionFalse, wantIssues: []string{"web"}, wantWords: "Service default/web: not internal"},
+		{name: "a node whose InternalIP is its shared-subnet address",
+			workload:    []client.Object{node("172.16.5.11", "10.6.0.10")},
+			wantGuarded: metav1.ConditionFalse, wantIssues: []string{"n1"}, wantWords: "Node n1: InternalIP 172.16.5.11 is not on the cluster network"},
+		{name: "a Service elsewhere is none of its business",
+			workload:    []client.Object{loadBalancerService("other", map[string]string{SubnetAnnotation: "another-subnet"}), node("10.6.0.10", "172.16.5.11")},
+			wantGuarded: metav1.ConditionTrue},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t, true, tt.workload...)
+			res := w.reconcile()
+			g.Expect(res.RequeueAfter).To(Equal(pollWorkload))
+			g.Expect(w.policyInstalled()).To(BeTrue())
+			g.Expect(w.installedAnnotation()).To(BeTrue(), "recorded, so the policy is removed later")
+
+			a := w.attachment()
+			g.Expect(a.Status.Workload).NotTo(BeNil())
+			g.Expect(a.Status.Workload.PolicyInstalled).To(BeTrue())
+			var issues []string
+			for _, m := range append(append([]sharednetv1.WorkloadObjectIssue{}, a.Status.Workload.Misconfigured...), a.Status.Workload.Nodes...) {
+				issues = append(issues, m.Name)
+			}
+			g.Expect(issues).To(Equal(tt.wantIssues))
+			guarded := conditions.Get(a, sharednetv1.WorkloadGuardedCondition)
+			g.Expect(guarded).NotTo(BeNil())
+			g.Expect(guarded.Status).To(Equal(tt.wantGuarded))
+			g.Expect(guarded.Message).To(ContainSubstring(tt.wantWords))
+			g.Expect(conditions.Get(a, sharednetv1.SharedCondition)).NotTo(BeNil(), "the attachment controller's conditions stay")
+			g.Expect(a.Status.VMIngress).NotTo(BeNil())
+			g.Expect(a.Status.VMIngress.Suggestion).To(ContainSubstring("--remote-ip 172.16.5.0/24"), "no VM security group admits the subnet yet")
+		})
+	}
+}
+
+// TestGuardrailsConnectOnlyToAttachedClusters: a cluster that never had an
+// attached nodegroup is never connected to; one whose last nodegroup was
+// detached gets the policy removed; a workload cluster not connected yet is
+// tried again, without an error.
+func TestGuardrailsConnectOnlyToAttachedClusters(t *testing.T) {
+	t.Run("never attached: never connected", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t, false)
+		w.reconcile()
+		g.Expect(w.connects).To(BeZero())
+	})
+
+	t.Run("detached: the policy is removed", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+		w.reconcile()
+		g.Expect(w.policyInstalled()).To(BeTrue())
+
+		a := w.attachment()
+		a.Status.Share = nil
+		g.Expect(w.mgmt.Status().Update(context.Background(), a)).To(Succeed())
+		w.reconcile()
+		g.Expect(w.policyInstalled()).To(BeFalse())
+		g.Expect(w.installedAnnotation()).To(BeFalse())
+		w.reconcile()
+		g.Expect(w.connects).To(Equal(2), "not connected again once removed")
+	})
+
+	t.Run("not connected yet: tried again", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t, true)
+		w.notConnected = true
+		g.Expect(w.reconcile().RequeueAfter).To(Equal(pollWorkload))
+		g.Expect(w.attachment().Status.Workload).To(BeNil())
+	})
+}
