@@ -9,26 +9,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
 )
 
 func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, infrav1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
+	s := sharednetscheme.New()
 	return s
 }
 

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -21,6 +20,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 )
 
 const mdName = "demo-md-a-x7k2p"
@@ -29,12 +29,7 @@ const mdName = "demo-md-a-x7k2p"
 // client: namespace team-a, granted SharedNetwork "vm" (network net-1,
 // subnet sub-1), and whatever a case adds.
 func patchWorld(t *testing.T, objs ...client.Object) *Handlers {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := sharednetscheme.New()
 	base := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}},
 		&sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{

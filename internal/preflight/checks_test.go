@@ -7,8 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -18,6 +16,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
 
@@ -28,12 +27,7 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 	t.Helper()
 	cloud := fakecloud.New()
 	clusterProject.Cloud = cloud
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := sharednetscheme.New()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}}
 	now := metav1.Now()
 	sn := &sharednetv1.SharedNetwork{

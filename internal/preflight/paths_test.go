@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -21,6 +19,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -110,12 +109,7 @@ func (w *world) variable(name, raw string) {
 }
 
 func (w *world) checker() *Checker {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			w.t.Fatal(err)
-		}
-	}
+	scheme := sharednetscheme.New()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).Build()
 	return &Checker{Reader: c, Now: func() time.Time { return w.now }, Cloud: &fakecloud.Clouds{
 		Clusters:       map[string]*fakecloud.Project{"team-a/demo": w.project},

@@ -10,8 +10,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -23,6 +21,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -75,12 +74,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) validator(t *testing.T) *ClusterValidator {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := sharednetscheme.New()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).Build()
 	project := &fakecloud.Project{Cloud: f.cloud, ID: "cluster-project"}
 	osc := &infrav1.OpenStackCluster{}

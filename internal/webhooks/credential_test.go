@@ -9,8 +9,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -20,6 +18,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -61,12 +60,7 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 		// The Cluster is gone and so is its attachment: only CAPO remains.
 		osc("orphan", "gone", secretRef("orphan-creds")),
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := sharednetscheme.New()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	guard := &CredentialGuard{Reader: c, Identities: &credentials.Source{Client: c, APIReader: c}}
 
