@@ -280,20 +280,24 @@ func (r *AttachmentReconciler) checkBeforeShare(ctx context.Context, cluster *cl
 	}
 	a.Status.Phase = sharednetv1.PhaseValidating
 	var notReady *preflight.NotReadyError
-	var violation *rules.Violation
+	var refusal rules.Refusal
 	switch {
 	case errors.As(err, &notReady):
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonWaitingForClusterNetwork, "not shared yet: "+notReady.Reason)
 		return reconcile.Result{RequeueAfter: pollRollout}, false
-	case errors.As(err, &violation):
-		// The same words admission uses, one problem per line; it is tried
-		// again, so fixing the cloud (or removing the variable) is enough.
-		message := "nothing was shared (no port, no rollout): " + err.Error() + "; fix it (or remove the variable) and the attach is tried again"
-		if violation.Rule == rules.RuleSameCloud {
-			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonForeignKeystone, message)
-		} else {
-			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonRuleViolated, message)
+	case errors.As(err, &refusal) && !refusal.OnlyCannotVerify():
+		// The same words admission uses; it is tried again, so fixing the
+		// cloud (or removing the variable) is enough.
+		problems := make([]string, 0, len(refusal))
+		for _, v := range refusal {
+			problems = append(problems, v.Error())
 		}
+		message := "nothing was shared (no port, no rollout): " + strings.Join(problems, "; ") + "; fix it (or remove the variable) and the attach is tried again"
+		reason := sharednetv1.ReasonRuleViolated
+		if refusal.Has(rules.RuleSameCloud) {
+			reason = sharednetv1.ReasonForeignKeystone
+		}
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
 	default:
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, "not shared yet: "+err.Error())
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -64,6 +65,24 @@ func TestTheRulesAdmissionCouldNotDecideRunBeforeTheShare(t *testing.T) {
 		a := s.attachment("md-a")
 		g.Expect(a.Status.Share).To(BeNil())
 		g.Expect(condition(a, sharednetv1.SharedCondition).Message).To(And(ContainSubstring("capacity:"), ContainSubstring("port quota allows 0 more ports")))
+		g.Expect(s.cloud.Shares()).To(BeEmpty())
+	})
+
+	t.Run("a fact that cannot be read now is not a violation: cannot check, retried, nothing shared", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newAuthorityStory(t, true, nil)
+		s.cloud.Fail = func(method string) error {
+			if method == "Ports" {
+				return errors.New("the cluster project's Neutron is down")
+			}
+			return nil
+		}
+		s.reconcile()
+		a := s.attachment("md-a")
+		g.Expect(a.Status.Share).To(BeNil())
+		shared := condition(a, sharednetv1.SharedCondition)
+		g.Expect(shared.Reason).To(Equal(sharednetv1.ReasonCannotCheck))
+		g.Expect(shared.Message).To(ContainSubstring("cannot read the cluster project's port quota"))
 		g.Expect(s.cloud.Shares()).To(BeEmpty())
 	})
 
