@@ -8,12 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
@@ -142,11 +144,18 @@ func (h *Handlers) leftBehind(ctx context.Context, cluster *clusterv1.Cluster, a
 		h.Recorder.Event(cluster, corev1.EventTypeWarning, sharednetv1.ReasonLeftBehind, message)
 	}
 	for i := range attachments {
+		// This hook owns LoadBalancersRemoved only: CAPI's patch helper
+		// leaves the controllers' conditions as they are.
 		a := &attachments[i]
-		patch := client.MergeFrom(a.DeepCopy())
-		meta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: sharednetv1.LoadBalancersRemovedCondition, Status: metav1.ConditionFalse,
-			Reason: sharednetv1.ReasonLeftBehind, Message: message, ObservedGeneration: a.Generation})
-		_ = h.Client.Status().Patch(ctx, a, patch) // best effort: the Event says the same
+		helper, err := patch.NewHelper(a, h.Client)
+		if err == nil {
+			conditions.Set(a, sharednetv1.NewCondition(sharednetv1.LoadBalancersRemovedCondition, metav1.ConditionFalse, sharednetv1.ReasonLeftBehind, message))
+			err = helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: []string{sharednetv1.LoadBalancersRemovedCondition}})
+		}
+		if err != nil {
+			// The deletion goes on either way; the Event says the same.
+			ctrl.LoggerFrom(ctx).Error(err, "recording what the deletion left behind", "attachment", a.Name)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -185,4 +186,34 @@ func TestBeforeClusterDeleteOfAClusterWithoutAttachmentNeedsNoCloud(t *testing.T
 	g.Expect(resp.RetryAfterSeconds).To(BeZero())
 	g.Expect(strings.TrimSpace(resp.Message)).To(BeEmpty())
 
+}
+
+// The hook is the third writer of an attachment's status: it owns
+// LoadBalancersRemoved only, so a condition the attachment controller writes
+// between the hook's read and its write is kept.
+func TestBeforeClusterDeleteKeepsTheControllersConditions(t *testing.T) {
+	g := NewWithT(t)
+	s := newDeleteStory(t, true)
+	s.clouds.ClusterErr = errors.New("connection refused")
+	h := s.handlers(s.deleted.Add(DefaultCleanupDeadline + time.Second))
+	controllerWrote := false
+	h.Client = interceptor.NewClient(s.client.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if !controllerWrote {
+				controllerWrote = true
+				a := &sharednetv1.SharedNetworkAttachment{}
+				g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), a)).To(Succeed())
+				a.Status.Conditions = append(a.Status.Conditions, sharednetv1.NewCondition(sharednetv1.DeletingCondition, metav1.ConditionTrue, sharednetv1.ReasonDeleting, "the Cluster is being deleted"))
+				g.Expect(c.Status().Update(ctx, a)).To(Succeed())
+			}
+			return c.Status().Patch(ctx, obj, p, opts...)
+		},
+	})
+	resp := call(h, "team-a")
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+	g.Expect(controllerWrote).To(BeTrue())
+	a := &sharednetv1.SharedNetworkAttachment{}
+	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo-md-a"}, a)).To(Succeed())
+	g.Expect(meta.FindStatusCondition(a.Status.Conditions, sharednetv1.DeletingCondition)).NotTo(BeNil(), "the controller's condition is kept")
+	g.Expect(meta.FindStatusCondition(a.Status.Conditions, sharednetv1.LoadBalancersRemovedCondition)).NotTo(BeNil(), "and the hook's is written")
 }
