@@ -293,11 +293,11 @@ func (r *AttachmentReconciler) checkBeforeShare(ctx context.Context, cluster *cl
 			problems = append(problems, v.Error())
 		}
 		message := "nothing was shared (no port, no rollout): " + strings.Join(problems, "; ") + "; fix it (or remove the variable) and the attach is tried again"
-		reason := sharednetv1.ReasonRuleViolated
 		if refusal.Has(rules.RuleSameCloud) {
-			reason = sharednetv1.ReasonForeignKeystone
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonForeignKeystone, message)
+		} else {
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonRuleViolated, message)
 		}
-		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
 	default:
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, "not shared yet: "+err.Error())
 	}

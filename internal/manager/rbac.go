@@ -5,8 +5,9 @@ package manager
 //
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status;sharednetworkattachments/status,verbs=update
-// BeforeClusterDelete records what a deletion left behind on the attachments.
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status,verbs=update
+// The attachment controller, the guardrails and BeforeClusterDelete patch
+// their own fields and conditions (CAPI's patch helper).
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=patch
