@@ -3,7 +3,8 @@
 // evaluated by the workload cluster's own API server, refuses a load balancer
 // on a shared subnet that would be public or could not reach any node, and
 // refuses editing the annotations the cloud controller manager reads only at
-// creation. Experimental, behind the manager's --workload-guardrails flag.
+// creation. Alpha, behind the manager's feature gate
+// (--feature-gates=WorkloadGuardrails=true, internal/feature).
 package guardrails
 
 import (
