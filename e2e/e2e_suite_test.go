@@ -13,6 +13,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 var (
@@ -26,6 +27,7 @@ var (
 )
 
 func TestE2E(t *testing.T) {
+	testenv.SkipIfShort(t, "runs the local plane on the OpenStack test bed")
 	RegisterFailHandler(Fail)
 	tl.start = time.Now()
 	RunSpecs(t, "capo-sharednet e2e on the local plane")

@@ -39,6 +39,7 @@ var (
 const resync = 3 * time.Second
 
 func TestMain(m *testing.M) {
+	testenv.ExitIfShort()
 	os.Exit(run(m))
 }
 

@@ -93,6 +93,7 @@ func clusterctlRepository(t *testing.T, home string) string {
 // serves, and `clusterctl generate cluster --from` with every variable set,
 // dry-run and created.
 func TestClusterctl(t *testing.T) {
+	testenv.SkipIfShort(t, "builds clusterctl and starts a kube-apiserver")
 	bin := clusterctl(t)
 	home := t.TempDir()
 	config := clusterctlRepository(t, home)

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // dockerBuild is the manager's `go build` as the Dockerfile runs it.
@@ -148,6 +150,7 @@ func makefileBuildFlags(t *testing.T) []string {
 // Deployment expects. `make docker-build` builds the image itself where a
 // Docker engine exists.
 func TestDockerfileBuildsTheManager(t *testing.T) {
+	testenv.SkipIfShort(t, "builds the manager as the Dockerfile does")
 	b := parseDockerfile(t, string(mustRead(t, path("Dockerfile"))))
 
 	if want := makefileBuildFlags(t); !slices.Equal(b.flags, want) {

@@ -36,6 +36,7 @@ var (
 // installs).
 func environment(t *testing.T) *testenv.Environment {
 	t.Helper()
+	testenv.SkipIfShort(t, "starts a kube-apiserver")
 	envOnce.Do(func() {
 		certManager := moduleDir(t, "github.com/cert-manager/cert-manager", certManagerVersion)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -28,6 +28,9 @@ const (
 // variable unset) the test is skipped; when set, a missing file fails it.
 func CloudsYAML(tb testing.TB) []byte {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("skipped in the fast tier (-short): needs the OpenStack test bed; make test runs it")
+	}
 	path := os.Getenv(CloudsEnv)
 	if path == "" {
 		tb.Skipf("%s is not set: run `make test`, which starts the OpenStack test bed", CloudsEnv)

@@ -26,6 +26,7 @@ import (
 var env *Environment
 
 func TestMain(m *testing.M) {
+	ExitIfShort()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	start := time.Now()
 	var err error
