@@ -15,21 +15,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
-	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/bootstrap"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // Flags, as CAPI's own e2e suites name them.
@@ -38,7 +34,7 @@ var (
 	artifactFolder       = flag.String("e2e.artifacts-folder", "_artifacts/e2e-kind", "Folder for logs, the clusterctl repository and dumps.")
 	skipCleanup          = flag.Bool("e2e.skip-resource-cleanup", false, "Keep the management cluster (and what is left in it) after the run.")
 	useExistingCluster   = flag.Bool("e2e.use-existing-cluster", false, "Use the cluster of KUBECONFIG as the management cluster instead of creating a kind cluster.")
-	extensionNamespace   = "capo-sharednet-system"
+	extensionNamespace   = install.Namespace
 	vmProjectSecretName  = "e2e-vm-project-clouds"
 	grantedNamespaceFlag = "sharednet.capo.io/e2e"
 )
@@ -63,15 +59,10 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "capo-sharednet kind e2e")
 }
 
+// newScheme is the providers' scheme the harnesses share (the extension's
+// own types included).
 func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme,
-		runtimev1.AddToScheme, infrav1.AddToScheme, sharednetv1.AddToScheme,
-	} {
-		Expect(add(s)).To(Succeed())
-	}
-	return s
+	return providers.NewScheme()
 }
 
 // suiteData is what the first process hands to the others.
