@@ -72,13 +72,7 @@ func attachment(shared bool, reason string) client.Object {
 
 func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse {
 	t.Helper()
-	raw := func(v any) apiextensionsv1.JSON {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return apiextensionsv1.JSON{Raw: b}
-	}
+	raw := func(v any) apiextensionsv1.JSON { return rawJSON(t, v) }
 	req := &runtimehooksv1.GeneratePatchesRequest{
 		Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: raw(runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}},
 		Items: []runtimehooksv1.GeneratePatchesRequestItem{{
@@ -97,6 +91,16 @@ func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse
 		t.Fatalf("GeneratePatches failed: %s", resp.Message)
 	}
 	return resp
+}
+
+// rawJSON is v as a hook request carries it.
+func rawJSON(t *testing.T, v any) apiextensionsv1.JSON {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apiextensionsv1.JSON{Raw: b}
 }
 
 // The exact patch: the cluster network's default port, then the shared port.

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -23,13 +22,7 @@ import (
 // clusterLevel), over the patch world plus objs.
 func validate(t *testing.T, value string, clusterLevel bool, objs ...client.Object) *runtimehooksv1.ValidateTopologyResponse {
 	t.Helper()
-	raw := func(v any) apiextensionsv1.JSON {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return apiextensionsv1.JSON{Raw: b}
-	}
+	raw := func(v any) apiextensionsv1.JSON { return rawJSON(t, v) }
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
 		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"192.168.0.0/16"}}},
 			Topology: clusterv1.Topology{Version: "v1.35.0"}}}
