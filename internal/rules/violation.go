@@ -43,15 +43,20 @@ type Violation struct {
 }
 
 // Error returns "<rule>: <message>", prefixed by the nodegroup when it has
-// one.
+// one (a Violation without a rule carries an error that is no rule's, such
+// as an object that could not be read).
 func (v *Violation) Error() string {
 	if v == nil {
 		return "<nil>"
 	}
-	if v.Nodegroup != "" {
-		return `MachineDeployment topology "` + v.Nodegroup + `": ` + v.Rule + ": " + v.Message
+	text := v.Message
+	if v.Rule != "" {
+		text = v.Rule + ": " + text
 	}
-	return v.Rule + ": " + v.Message
+	if v.Nodegroup != "" {
+		text = `MachineDeployment topology "` + v.Nodegroup + `": ` + text
+	}
+	return text
 }
 
 // Refusal is every violation of one decision. Its text is the one a cluster

@@ -62,8 +62,9 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 	if err := v.validate(ctx, old, cluster); err != nil {
 		var refusal rules.Refusal
 		if !errors.As(err, &refusal) {
-			// A fact that could not be read: nothing is admitted unchecked.
-			refusal = rules.Refusal{{Rule: rules.RuleCannotVerify, Message: err.Error() + "; nothing was changed, retry later"}}
+			// An object that could not be read or a value that cannot be
+			// decoded: nothing is admitted unchecked.
+			refusal = rules.Refusal{{Message: err.Error()}}
 		}
 		return admission.Denied(refusal.Error())
 	}

@@ -212,6 +212,16 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		now:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
 		want: []string{`"md-a": detach:`, "shop/web"},
 	}, {
+		name: "set to a SharedNetwork that does not exist",
+		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-b", `{"name":"nope"}`) },
+		want: []string{`"md-b": unknown-network:`, `SharedNetwork "nope" does not exist`},
+	}, {
+		name: "a value that is not {name, subnet}: refused, naming it",
+		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", `{"name":"vm","subnets":["a","b"]}`) },
+		want: []string{"sharedNetwork refused, nothing was changed:", "is not {name, subnet}"},
+	}, {
 		name:    "removed with nothing on the subnet",
 		old:     func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
 		now:     func(f *fixture) *clusterv1.Cluster { return f.cluster },
