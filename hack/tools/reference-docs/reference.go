@@ -121,10 +121,13 @@ func generate(root string) ([]byte, error) {
 		return nil, err
 	}
 	w("## Conditions and reasons\n\n")
-	w("Read from the calls that set them in `controllers/` and `exp/`. Each change of a condition is also\n")
-	w("recorded as an Event with the reason as its reason (Warning when the status is False, except for\n")
-	w("the in-progress reasons `RollingOut` and `Detaching`): on the Cluster for an attachment, on the\n")
-	w("SharedNetwork for its Ready condition. `…` in a message stands for values or an OpenStack error.\n\n")
+	w("Read from the calls that set them in `controllers/` and `exp/`. A change of an attachment's\n")
+	w("`Shared`, `Attached`, `Granted` or `CloudFits` condition, and of a SharedNetwork's `Ready`, is\n")
+	w("also recorded as an Event with the reason as its reason (Warning when the status is False, except\n")
+	w("for the in-progress reasons `RollingOut` and `Detaching`): on the Cluster and the attachment, on\n")
+	w("the SharedNetwork for its `Ready`. An attachment's `Ready` is their summary (not listed here;\n")
+	w("docs/design.md \"Status: conditions the CAPI way\"); `Paused`, `Deleting` and `WorkloadGuarded`\n")
+	w("are not recorded as Events. `…` in a message stands for values or an OpenStack error.\n\n")
 	w("| object | condition | status | reason | message | set in |\n|---|---|---|---|---|---|\n")
 	for _, c := range conditions {
 		w("| %s | `%s` | %s | `%s` | %s | `%s` |\n", c.object, c.condition, c.status, c.reason, cell(c.message), c.where)
