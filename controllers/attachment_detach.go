@@ -65,6 +65,13 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 	a.Status.Phase = sharednetv1.PhaseDetached
 	a.Status.Share = nil
 	r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonUnshared, "the nodegroup is detached and the network is no longer shared for it")
+	// Record the unshare before the nudge and the release: a restart in
+	// between never reads a share that is gone, and the release below
+	// changes only metadata, which this helper must not patch.
+	err = r.patchAttachment(ctx, helper, cluster, a)
+	if helper = nil; err != nil {
+		return reconcile.Result{}, err
+	}
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
 		if err := r.nudge(ctx, cluster, a.Spec.MachineDeploymentTopology, ""); err != nil {
 			return reconcile.Result{}, err
@@ -74,7 +81,6 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 	if err := r.release(ctx, a); err != nil {
 		return reconcile.Result{}, err
 	}
-	helper = nil // gone: nothing more to write
 	return reconcile.Result{}, nil
 }
 
@@ -116,13 +122,19 @@ func deletingCondition(cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkA
 // release removes the finalizer of an attachment whose share is released
 // and deletes it when nobody did yet.
 func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.SharedNetworkAttachment) error {
-	if controllerutil.RemoveFinalizer(a, AttachmentFinalizer) {
-		if err := r.Client.Update(ctx, a); err != nil {
+	// The object as it is now (its status was just written), not a: a
+	// conflict is retried by the next reconcile, which finds it unshared.
+	latest := &sharednetv1.SharedNetworkAttachment{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(a), latest); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if controllerutil.RemoveFinalizer(latest, AttachmentFinalizer) {
+		if err := r.Client.Update(ctx, latest); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
-	if a.DeletionTimestamp.IsZero() {
-		return client.IgnoreNotFound(r.Client.Delete(ctx, a))
+	if latest.DeletionTimestamp.IsZero() {
+		return client.IgnoreNotFound(r.Client.Delete(ctx, latest))
 	}
 	return nil
 }

@@ -371,6 +371,10 @@ func TestAFailedStatusWriteIsReturned(t *testing.T) {
 			s.inUse(true)
 			s.removeVariable()
 		}, wantNudge: true},
+		{name: "the unshare, written before the un-nudge and the release", before: func(s *authorityStory) {
+			s.reconcile()
+			s.removeVariable()
+		}, wantNudge: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -380,6 +384,7 @@ func TestAFailedStatusWriteIsReturned(t *testing.T) {
 			_, err := s.reconcileResult()
 			g.Expect(err).To(MatchError(ContainSubstring("writing the status of SharedNetworkAttachment demo-md-a")))
 			g.Expect(s.cluster().Annotations).To(map[bool]types.GomegaMatcher{true: HaveKey(sharedAnnotationPrefix + "md-a"), false: Not(HaveKey(sharedAnnotationPrefix + "md-a"))}[tt.wantNudge])
+			g.Expect(s.client.Get(context.Background(), sharednetv1.AttachmentKey(s.cluster(), "md-a"), &sharednetv1.SharedNetworkAttachment{})).To(Succeed(), "nothing is released whose status was not written")
 		})
 	}
 }
