@@ -62,84 +62,71 @@ const (
 // every nodegroup whose `sharedNetwork` value is set, changed or removed,
 // every attached nodegroup that grows, and a version change of a cluster
 // with attached nodegroups.
-func (c *Checker) Admission(ctx context.Context, old, cluster *clusterv1.Cluster) (rules.Facts, error) {
+func (c *Checker) Admission(ctx context.Context, old, cluster *clusterv1.Cluster) rules.Facts {
 	facts := rules.Facts{Version: cluster.Spec.Topology.Version}
 	if !cluster.Spec.Topology.IsDefined() {
-		return facts, nil
+		return facts
 	}
 	newLevel, err := variables.FromClusterVariables(cluster.Spec.Topology.Variables)
 	if err != nil {
-		return facts, err
+		facts.ValueError = err.Error()
+		return facts
 	}
 	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables)
 	facts.ClusterLevel = newLevel != nil && !reflect.DeepEqual(newLevel, oldLevel)
 
 	now, err := variables.Nodegroups(cluster)
 	if err != nil {
-		return facts, err
+		facts.ValueError = err.Error()
+		return facts
 	}
 	before, err := variables.Nodegroups(old)
 	if err != nil {
 		before = nil // an unreadable old value is replaced: check the new one only
 	}
-	add := func(n rules.Nodegroup, err error) error {
+	// An object that cannot be read is that nodegroup's cannot-verify; the
+	// others are still judged, so the owner sees every problem at once.
+	add := func(n rules.Nodegroup, err error) {
 		if err != nil {
-			return fmt.Errorf("MachineDeployment topology %q: %w", n.Name, err)
+			n.CannotVerify = err.Error() + "; nothing was changed, retry later"
 		}
 		facts.Nodegroups = append(facts.Nodegroups, n)
-		return nil
 	}
 	for _, topology := range sortedKeys(before) {
 		if value, ok := now[topology]; ok && value == before[topology] {
 			continue
 		}
-		n, attached, err := c.detachFacts(ctx, old, topology)
-		if attached || err != nil {
-			if err := add(n, err); err != nil {
-				return facts, err
-			}
+		if n, attached, err := c.detachFacts(ctx, old, topology); attached || err != nil {
+			add(n, err)
 		}
 	}
 	for _, topology := range sortedKeys(now) {
 		prev, had := before[topology]
 		value := now[topology]
-		var err error
 		switch {
 		case had && prev == value:
 			// An attached nodegroup that may take more addresses (replicas,
 			// the autoscaler's max size, its failure domain) is checked for
 			// room on the subnet: nodes without an address never join.
 			if Grows(old, cluster, topology) {
-				err = add(c.growFacts(ctx, cluster, topology, value, true))
+				add(c.growFacts(ctx, cluster, topology, value, true))
 			}
 		case had && prev.Name != value.Name:
-			err = add(rules.Nodegroup{Name: topology, Check: rules.CheckAttach, SharedNetwork: value.Name, AttachedTo: prev.Name}, nil)
+			add(rules.Nodegroup{Name: topology, Check: rules.CheckAttach, SharedNetwork: value.Name, AttachedTo: prev.Name}, nil)
 		default:
-			err = add(c.AttachFacts(ctx, cluster, topology, value, All))
-		}
-		if err != nil {
-			return facts, err
+			add(c.AttachFacts(ctx, cluster, topology, value, All))
 		}
 	}
 	if len(now) > 0 && cluster.Spec.Topology.Version != old.Spec.Topology.Version {
 		facts.AttachedWhileVersionChanges = sortedKeys(now)
 	}
-	return facts, nil
+	return facts
 }
 
 // Attach judges attaching nodegroup topology of cluster to value on the
 // facts of scope: a rules.Refusal with every violation, or nil.
 func (c *Checker) Attach(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, scope Scope) error {
 	n, err := c.AttachFacts(ctx, cluster, topology, value, scope)
-	return judge(cluster, n, err)
-}
-
-// Grow judges an attached nodegroup that grows (replicas, the autoscaler's
-// max size, its zones): capacity for the new size against every other
-// consumer of the subnet, and the MTU, so a cloud that changed since the
-// attach refuses the growth with the reason.
-func (c *Checker) Grow(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
-	n, err := c.growFacts(ctx, cluster, topology, value, true)
 	return judge(cluster, n, err)
 }
 
@@ -178,17 +165,6 @@ func (c *Checker) BeforeShare(ctx context.Context, cluster *clusterv1.Cluster, t
 		return &NotReadyError{Reason: fmt.Sprintf("waiting for CAPO to create the cluster network (OpenStackCluster of cluster %s) before the rules can be checked", cluster.Name)}
 	}
 	return c.Attach(ctx, cluster, topology, value, All)
-}
-
-// Detach judges detaching nodegroup topology of cluster: refused while load
-// balancers of this cluster (made by its CCM, internal/ccm) have their VIP
-// on the shared subnet. Other clusters' load balancers never block it.
-func (c *Checker) Detach(ctx context.Context, cluster *clusterv1.Cluster, topology string) error {
-	n, attached, err := c.detachFacts(ctx, cluster, topology)
-	if !attached && err == nil {
-		return nil // never attached: nothing can be on the subnet
-	}
-	return judge(cluster, n, err)
 }
 
 // judge runs the rules on one nodegroup's facts.

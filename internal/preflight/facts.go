@@ -34,13 +34,8 @@ func (c *Checker) AttachFacts(ctx context.Context, cluster *clusterv1.Cluster, t
 	if err != nil || sn == nil {
 		return n, err
 	}
-	ns := &corev1.Namespace{}
-	if err := c.Reader.Get(ctx, client.ObjectKey{Name: cluster.Namespace}, ns); err != nil {
-		return n, fmt.Errorf("reading namespace %s: %w", cluster.Namespace, err)
-	}
-	n.NamespaceLabels = ns.Labels
-	if n.Network, n.CannotVerify = networkOf(sn, &sn.Status); rules.Granted(sn.Name, sn.Spec.NamespaceSelector, n.Namespace, n.NamespaceLabels, sn.Spec.Subnets, value.Subnet) != nil {
-		return n, nil
+	if granted, err := c.granted(ctx, &n, sn); !granted || err != nil {
+		return n, err
 	}
 	status := &sn.Status
 	if scope == All {
@@ -81,15 +76,18 @@ func (c *Checker) AttachFacts(ctx context.Context, cluster *clusterv1.Cluster, t
 // controller checks that it still fits (not live: judged only on current
 // status, the cluster network's MTU when it can be read, no quota).
 func (c *Checker) growFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, live bool) (rules.Nodegroup, error) {
-	n := nodegroup(cluster, topology, value, rules.CheckGrow)
+	n := nodegroup(cluster, topology, value, rules.CheckFit)
 	sn, err := c.sharedNetwork(ctx, value.Name)
 	if err != nil || sn == nil {
 		return n, err
 	}
 	status := &sn.Status
 	if live {
+		n.Check = rules.CheckGrow
+		if granted, err := c.granted(ctx, &n, sn); !granted || err != nil {
+			return n, err
+		}
 		if status, n.CannotVerify = c.statusFor(ctx, sn); n.CannotVerify != "" {
-			n.Network, _ = networkOf(sn, &sn.Status)
 			return n, nil
 		}
 	}
@@ -126,16 +124,29 @@ func (c *Checker) detachFacts(ctx context.Context, cluster *clusterv1.Cluster, t
 	defer cancel()
 	session, _, err := c.Cloud.ForCluster(ctx, cluster)
 	if err != nil {
-		n.CannotVerify = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the detach cannot be checked; nothing was changed, retry when it answers: %v", err)
+		n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the detach cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return n, true, nil
 	}
 	found, err := session.OnSubnet(ctx, attachment.Spec.Subnet)
 	if err != nil {
-		n.CannotVerify = fmt.Sprintf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %v", attachment.Spec.Subnet, err)
+		n.CannotAsk = fmt.Sprintf("cannot list the load balancers on subnet %s, so the detach cannot be checked; nothing was changed: %v", attachment.Spec.Subnet, err)
 		return n, true, nil
 	}
 	n.LoadBalancers, _ = LoadBalancersOf(cluster, found)
 	return n, true, nil
+}
+
+// granted records the namespace's labels and the SharedNetwork in n and
+// says whether the namespace may use it: a network it may not use is not
+// looked at any further (the VM project's credential is never used for it).
+func (c *Checker) granted(ctx context.Context, n *rules.Nodegroup, sn *sharednetv1.SharedNetwork) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: n.Namespace}, ns); err != nil {
+		return false, fmt.Errorf("reading namespace %s: %w", n.Namespace, err)
+	}
+	n.NamespaceLabels = ns.Labels
+	n.Network, n.CannotVerify = networkOf(sn, &sn.Status)
+	return rules.Granted(sn.Name, sn.Spec.NamespaceSelector, n.Namespace, n.NamespaceLabels, sn.Spec.Subnets, n.Subnet) == nil, nil
 }
 
 // nodegroup starts the facts of one nodegroup with what the Cluster says.
@@ -230,25 +241,25 @@ func (c *Checker) liveFacts(ctx context.Context, n *rules.Nodegroup, cluster *cl
 	defer cancel()
 	session, osc, err := c.Cloud.ForCluster(ctx, cluster)
 	if err != nil {
-		n.CannotVerify = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %v", err)
+		n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return true, nil
 	}
 	if sameCloud {
-		if n.ForeignCloud, n.CannotVerify = c.sameCloud(ctx, sn, session); n.ForeignCloud != "" || n.CannotVerify != "" {
+		if n.ForeignCloud, n.CannotAsk = c.sameCloud(ctx, sn, session); n.ForeignCloud != "" || n.CannotAsk != "" {
 			return true, nil
 		}
 	}
 	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
 		network, err := session.Network(ctx, osc.Status.Network.ID)
 		if err != nil {
-			n.CannotVerify = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", err)
+			n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", err)
 			return true, nil
 		}
 		n.ClusterMTU = network.MTU
 	}
 	quota, err := session.Ports(ctx)
 	if err != nil {
-		n.CannotVerify = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", err)
+		n.CannotAsk = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", err)
 		return true, nil
 	}
 	n.PortQuotaFree = quota.Free()

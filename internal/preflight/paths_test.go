@@ -233,7 +233,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 			Spec:   sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "other", MachineDeploymentTopology: "md-x", SharedNetwork: "vm"},
 			Status: sharednetv1.SharedNetworkAttachmentStatus{Nodes: []sharednetv1.AttachedNode{{}, {}}}}
 		w.objs = append(w.objs, other, holds)
-		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"), ContainSubstring("has 8 free addresses"),
 			ContainSubstring("needs 7 (max size 6 + 1 availability zone(s))"), ContainSubstring("team-b/other/md-x holds 2 and may take 2 more"))))
 	})
@@ -243,16 +243,16 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "az-1"}, {Name: "az-2"}, {Name: "az-3"}}
 		})
 		w.sn.Status.Subnets[0].FreeAddresses = 3
-		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(ContainSubstring("needs 4 (max size 1 + 3 availability zone(s))")))
 		md(w.cluster, "md-a").FailureDomain = "az-2"
-		g.Expect(w.checker().Grow(context.Background(), w.cluster, "md-a", value)).To(Succeed(), "pinned to one zone it needs 2")
+		g.Expect(judgeGrowth(w.checker(), w.cluster)).To(Succeed(), "pinned to one zone it needs 2")
 	})
 	t.Run("a cloud that changed since the attach refuses growth with the reason", func(t *testing.T) {
 		g := NewWithT(t)
 		w, _ := grow(func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](2) })
 		w.sn.Status.MTU = 1400
-		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1400 but the cluster network has MTU 1450"))))
 		g.Expect(w.checker().StillFits(context.Background(), w.cluster, "md-a", value)).To(MatchError(ContainSubstring("mtu:")), "and the controller reports it")
 	})
@@ -262,7 +262,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 			md(c, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "9223372036854775807"}
 		})
 		g.Expect(Grows(old, w.cluster, "md-a")).To(BeTrue(), "a size that is not a node count is judged")
-		err := w.checker().Grow(context.Background(), w.cluster, "md-a", value)
+		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"), ContainSubstring(`"9223372036854775807" is not a node count`))))
 	})
 }
@@ -308,4 +308,10 @@ func TestFactsAreFreshOrAskedLive(t *testing.T) {
 		g.Expect(w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
 		g.Expect(w.cloud.Calls["Subnets"]).To(BeZero())
 	})
+}
+
+// judgeGrowth judges md-a's growth as admission does.
+func judgeGrowth(c *Checker, cluster *clusterv1.Cluster) error {
+	n, err := c.growFacts(context.Background(), cluster, "md-a", value, true)
+	return judge(cluster, n, err)
 }

@@ -17,9 +17,14 @@ const (
 	// CheckAttach: a sharedNetwork value is set, or its subnet changed.
 	// Every rule whose facts are there runs.
 	CheckAttach Check = iota
-	// CheckGrow: an attached nodegroup may take more of its subnet, or the
-	// cloud changed under it: its subnet, the MTU and capacity.
+	// CheckGrow: an attached nodegroup may take more of its subnet: the
+	// grant (a revoked grant allows no more nodes), its subnet, the MTU and
+	// capacity.
 	CheckGrow
+	// CheckFit: an attached nodegroup against the cloud as it is now (the
+	// attachment controller's CloudFits, never a refusal): its subnet, the
+	// MTU and capacity.
+	CheckFit
 	// CheckDetach: a value is removed or changed: no load balancer of the
 	// cluster may be left on the subnet.
 	CheckDetach
@@ -32,6 +37,9 @@ type Facts struct {
 	// ClusterLevel: spec.topology.variables sets (or changes) sharedNetwork
 	// for the whole cluster.
 	ClusterLevel bool
+	// ValueError says why a sharedNetwork value cannot be read; nothing else
+	// is judged.
+	ValueError string
 	// Version is spec.topology.version; it is judged for an attach and, when
 	// it changed, for the nodegroups in AttachedWhileVersionChanges.
 	Version string
@@ -59,8 +67,13 @@ type Nodegroup struct {
 	NamespaceLabels map[string]string
 	// Network is the SharedNetwork; nil when none has that name.
 	Network *Network
-	// CannotVerify says why facts the decision needs could not be read now.
+	// CannotVerify says why the management cluster's or the shared
+	// network's facts could not be read now: nothing else is judged.
 	CannotVerify string
+	// CannotAsk says why the cluster's project could not be asked now (its
+	// MTU, quota and cloud; its load balancers for a detach): the rules that
+	// need no answer from it are still judged.
+	CannotAsk string
 	// Ranges are the cluster's address ranges (Overlap); nil: not judged.
 	Ranges *ClusterRanges
 	// ClusterMTU is the cluster network's MTU; 0: not known yet, not judged.
@@ -108,6 +121,10 @@ type Size struct {
 // Evaluate runs every rule on facts once and returns every violation, each
 // naming its nodegroup when it has one.
 func Evaluate(facts Facts) []*Violation {
+	if facts.ValueError != "" {
+		return []*Violation{{Rule: RuleValue, Field: "sharedNetwork", Message: facts.ValueError +
+			"; set it to {name: <SharedNetwork>, subnet: <subnet ID>} (subnet may be left out when the SharedNetwork allows one)"}}
+	}
 	var out []*Violation
 	if facts.ClusterLevel {
 		out = append(out, &Violation{Rule: RuleOneNodegroup, Field: "spec.topology.variables[sharedNetwork]",
@@ -129,7 +146,11 @@ func Evaluate(facts Facts) []*Violation {
 }
 
 func (n Nodegroup) evaluate(version string) []*Violation {
+	cannot := func(why string) *Violation { return &Violation{Rule: RuleCannotVerify, Field: FieldName, Message: why} }
 	if n.Check == CheckDetach {
+		if n.CannotAsk != "" {
+			return some(cannot(n.CannotAsk))
+		}
 		return some(Detach(n.DetachSubnet, n.LoadBalancers))
 	}
 	var out []*Violation
@@ -142,19 +163,19 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		}
 		out = append(out, some(Version(version))...)
 	}
+	if n.CannotVerify != "" {
+		return append(out, cannot(n.CannotVerify))
+	}
 	if n.Network == nil {
 		return append(out, &Violation{Rule: RuleUnknownNetwork, Field: FieldName, Message: fmt.Sprintf(
 			"SharedNetwork %q does not exist; ask the management-cluster administrator which shared networks your namespace may use (kubectl get sharednetworks)", n.SharedNetwork)})
 	}
 	nw := n.Network
-	if n.Check == CheckAttach {
+	if n.Check != CheckFit {
 		if v := Granted(nw.Name, nw.NamespaceSelector, n.Namespace, n.NamespaceLabels, nw.AllowedSubnets, n.Subnet); v != nil {
 			// Nothing else of an ungranted network is the cluster owner's business.
 			return append(out, v)
 		}
-	}
-	if n.CannotVerify != "" {
-		return append(out, &Violation{Rule: RuleCannotVerify, Field: FieldName, Message: n.CannotVerify})
 	}
 	ids := make([]string, 0, len(nw.Subnets))
 	for _, s := range nw.Subnets {
@@ -172,6 +193,9 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 	}
 	if n.Check == CheckAttach && n.Ranges != nil {
 		out = append(out, some(Overlap(subnet.CIDR, *n.Ranges))...)
+	}
+	if n.CannotAsk != "" {
+		return append(out, cannot(n.CannotAsk))
 	}
 	if n.ForeignCloud != "" {
 		out = append(out, &Violation{Rule: RuleSameCloud, Field: "OpenStackCluster spec.identityRef", Message: n.ForeignCloud})

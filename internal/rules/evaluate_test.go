@@ -39,12 +39,25 @@ func TestEvaluateJudgesEveryFactOnce(t *testing.T) {
 			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
 				n.Network.NamespaceSelector = nil
 				n.ClusterMTU = 1500
-				n.CannotVerify = "the VM project did not answer"
+				n.ForeignCloud = "another Keystone"
 			})}},
 			want: []string{"md-a/" + RuleGranted}},
-		{name: "facts that could not be read refuse, and stop the rules that need them",
-			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) { n.CannotVerify = "the port quota cannot be read" })}},
-			want:  []string{"md-a/" + RuleCannotVerify}},
+		{name: "the shared network's facts could not be read: refused, nothing else judged",
+			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
+				n.CannotVerify = "the facts are not current"
+				n.Network.NamespaceSelector = nil
+			})}},
+			want: []string{"md-a/" + RuleCannotVerify}},
+		{name: "the cluster's project could not be asked: refused, with what was judged without it",
+			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
+				n.Ranges = &ClusterRanges{Pods: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/16")}}
+				n.CannotAsk = "the port quota cannot be read"
+				n.Size.Replicas = ptr[int32](20)
+			})}},
+			want: []string{"md-a/" + RuleOverlap, "md-a/" + RuleCannotVerify}},
+		{name: "a value that is not {name, subnet}: nothing else is judged",
+			facts: Facts{ValueError: "variable sharedNetwork: {} is not {name, subnet}", ClusterLevel: true},
+			want:  []string{"/" + RuleValue}},
 		{name: "overlap, MTU, another cloud and capacity are all reported at once",
 			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
 				n.Ranges = &ClusterRanges{Pods: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/16")}}
@@ -55,17 +68,32 @@ func TestEvaluateJudgesEveryFactOnce(t *testing.T) {
 			want: []string{"md-a/" + RuleOverlap, "md-a/" + RuleSameCloud, "md-a/" + RuleMTU, "md-a/" + RuleCapacity}},
 		{name: "facts not gathered are not judged (ValidateTopology's static scope)",
 			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) { n.ClusterMTU, n.Size = 0, nil })}}},
-		{name: "growth judges capacity but not the grant an attached nodegroup already had",
+		{name: "growth after the grant was revoked: no more nodes",
 			facts: Facts{Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
 				n.Check = CheckGrow
 				n.Network.NamespaceSelector = nil
+			})}},
+			want: []string{"md-a/" + RuleGranted}},
+		{name: "growth to a size that is not a node count",
+			facts: Facts{Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
+				n.Check = CheckGrow
 				n.Size.Annotations = map[string]string{"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "ten"}
 			})}},
 			want: []string{"md-a/" + RuleCapacity}},
+		{name: "the controller's fit check judges the cloud, not the grant (its own condition says that)",
+			facts: Facts{Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
+				n.Check = CheckFit
+				n.Network.NamespaceSelector = nil
+				n.ClusterMTU = 1500
+			})}},
+			want: []string{"md-a/" + RuleMTU}},
 		{name: "detach with this cluster's load balancer on the subnet",
 			facts: Facts{Nodegroups: []Nodegroup{{Name: "md-b", Check: CheckDetach, DetachSubnet: "sub-1",
 				LoadBalancers: []sharednetv1.LoadBalancer{{ID: "lb-1", Name: "kube_service_x", VIP: "172.16.5.9"}}}}},
 			want: []string{"md-b/" + RuleDetach}},
+		{name: "detach when the cluster's load balancers cannot be listed: refused, not admitted unchecked",
+			facts: Facts{Nodegroups: []Nodegroup{{Name: "md-b", Check: CheckDetach, DetachSubnet: "sub-1", CannotAsk: "Octavia did not answer"}}},
+			want:  []string{"md-b/" + RuleCannotVerify}},
 		{name: "a version change of a cluster with attached nodegroups",
 			facts: Facts{Version: "v1.34.2", AttachedWhileVersionChanges: []string{"md-a", "md-b"}}, want: []string{"/" + RuleVersion}},
 	}

@@ -25,6 +25,8 @@ const (
 	// RuleCannotVerify: facts the decision needs cannot be read right now;
 	// nothing is admitted unchecked.
 	RuleCannotVerify = "cannot-verify"
+	// RuleValue: a sharedNetwork value that is not {name, subnet}.
+	RuleValue = "value"
 )
 
 // Fields named in Violation.Field.

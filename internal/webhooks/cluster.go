@@ -7,7 +7,6 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -59,23 +58,8 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 	}
 	ctx, cancel := context.WithTimeout(ctx, decisionBudget)
 	defer cancel()
-	if err := v.validate(ctx, old, cluster); err != nil {
-		var refusal rules.Refusal
-		if !errors.As(err, &refusal) {
-			// An object that could not be read or a value that cannot be
-			// decoded: nothing is admitted unchecked.
-			refusal = rules.Refusal{{Message: err.Error()}}
-		}
+	if refusal := rules.Refusal(rules.Evaluate(v.Checker.Admission(ctx, old, cluster))); len(refusal) > 0 {
 		return admission.Denied(refusal.Error())
 	}
 	return admission.Allowed("")
-}
-
-// validate gathers the facts of the change once, then runs every rule once.
-func (v *ClusterValidator) validate(ctx context.Context, old, cluster *clusterv1.Cluster) error {
-	facts, err := v.Checker.Admission(ctx, old, cluster)
-	if err != nil {
-		return err
-	}
-	return rules.Refusal(rules.Evaluate(facts)).Err()
 }

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"testing"
 	"time"
@@ -211,6 +212,37 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		},
 		now:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
 		want: []string{`"md-a": detach:`, "shop/web"},
+	}, {
+		name: "removed while the cluster's load balancers cannot be listed: refused, not admitted unchecked",
+		old: func(f *fixture) *clusterv1.Cluster {
+			f.objs = append(f.objs, &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a")},
+				Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: f.subnet}})
+			f.cloud.Fail = func(method string) error {
+				if method == "OnSubnet" {
+					return errors.New("Octavia answered 503")
+				}
+				return nil
+			}
+			return attached(f.cluster, "md-a", vm)
+		},
+		now:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
+		want: []string{`"md-a": cannot-verify:`, "cannot list the load balancers", "Octavia answered 503"},
+	}, {
+		name: "scaled after the namespace's grant was revoked: no more nodes on that network",
+		old: func(f *fixture) *clusterv1.Cluster {
+			for _, o := range f.objs {
+				if ns, ok := o.(*corev1.Namespace); ok {
+					ns.Labels = nil
+				}
+			}
+			return attached(f.cluster, "md-a", vm)
+		},
+		now: func(f *fixture) *clusterv1.Cluster {
+			c := attached(f.cluster, "md-a", vm)
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](2)
+			return c
+		},
+		want: []string{`"md-a": granted:`, `may not use SharedNetwork "vm"`},
 	}, {
 		name: "set to a SharedNetwork that does not exist",
 		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
