@@ -121,7 +121,6 @@ func TestRefusalNamesEveryViolationOnItsOwnLine(t *testing.T) {
 	}
 }
 
-
 func TestRefusalTellsWhatKindOfRefusalItIs(t *testing.T) {
 	r := Refusal{{Rule: RuleCannotVerify, Message: "quota unreadable"}}
 	if !r.OnlyCannotVerify() || r.Has(RuleMTU) {

@@ -2,8 +2,8 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -251,7 +251,9 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 	}, {
 		name: "a value that is not {name, subnet}: refused, naming it",
 		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
-		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", `{"name":"vm","subnets":["a","b"]}`) },
+		now: func(f *fixture) *clusterv1.Cluster {
+			return attached(f.cluster, "md-a", `{"name":"vm","subnets":["a","b"]}`)
+		},
 		want: []string{"sharedNetwork refused, nothing was changed:", "is not {name, subnet}"},
 	}, {
 		name:    "removed with nothing on the subnet",
