@@ -312,7 +312,8 @@ func AttachmentName(cluster, machineDeploymentTopology string) string {
 
 // AttachmentKey is where the attachment of nodegroup (MachineDeployment
 // topology) topology of cluster lives: the cluster's namespace and
-// AttachmentName. Every reader of "this nodegroup's attachment" uses it.
+// AttachmentName. internal/attachments.Get is how the extension reads it
+// (it also checks the pair in the spec: names joined with a dash collide).
 func AttachmentKey(cluster metav1.Object, topology string) types.NamespacedName {
 	return types.NamespacedName{Namespace: cluster.GetNamespace(), Name: AttachmentName(cluster.GetName(), topology)}
 }

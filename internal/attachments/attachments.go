@@ -20,7 +20,7 @@ import (
 // pair.
 func Get(ctx context.Context, reader client.Reader, namespace, cluster, topology string) (*sharednetv1.SharedNetworkAttachment, error) {
 	attachment := &sharednetv1.SharedNetworkAttachment{}
-	key := client.ObjectKey{Namespace: namespace, Name: sharednetv1.AttachmentName(cluster, topology)}
+	key := client.ObjectKey{Namespace: namespace, Name: sharednetv1.AttachmentName(cluster, topology)} // AttachmentKey without a Cluster object
 	if err := reader.Get(ctx, key, attachment); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
