@@ -120,6 +120,9 @@ const (
 	// WorkloadGuarded's reasons.
 	ReasonGuarded               = "Guarded"
 	ReasonWorkloadMisconfigured = "WorkloadMisconfigured"
+	// ReasonWorkloadUnchecked: WorkloadGuarded is Unknown, the workload
+	// cluster's Nodes could not all be read.
+	ReasonWorkloadUnchecked = "WorkloadUnchecked"
 )
 
 // Reasons of Events that are no condition's.

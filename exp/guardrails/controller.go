@@ -25,6 +25,7 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 
@@ -86,7 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cluster.DeletionTimestamp.IsZero() {
+	// A paused Cluster (e.g. during clusterctl move) is left alone, as CAPI's
+	// contract asks: nothing is written in it or in its workload cluster.
+	if !cluster.DeletionTimestamp.IsZero() || annotations.IsPaused(cluster, cluster) {
 		return reconcile.Result{}, nil
 	}
 	list := &sharednetv1.SharedNetworkAttachmentList{}
@@ -167,7 +170,7 @@ func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clus
 	a.Status.Workload.Nodes = nodes
 	r.vmIngress(ctx, a)
 	issues := append(append([]sharednetv1.WorkloadObjectIssue{}, misconfigured...), nodes...)
-	conditions.Set(a, guardedCondition(issues))
+	conditions.Set(a, guardedCondition(issues, nodesErr))
 	if equality.Semantic.DeepEqual(before, &a.Status) {
 		return nodesErr
 	}
@@ -181,8 +184,14 @@ func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clus
 }
 
 // guardedCondition is WorkloadGuarded: True when nothing in the workload
-// cluster breaks the policy's rules, else False naming each object.
-func guardedCondition(issues []sharednetv1.WorkloadObjectIssue) metav1.Condition {
+// cluster breaks the policy's rules, else False naming each object; Unknown
+// when nothing was found but not every Node could be read (never a True
+// that was not checked).
+func guardedCondition(issues []sharednetv1.WorkloadObjectIssue, nodesErr error) metav1.Condition {
+	if len(issues) == 0 && nodesErr != nil {
+		return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionUnknown, sharednetv1.ReasonWorkloadUnchecked,
+			fmt.Sprintf("the policy is installed in the workload cluster, but its Nodes could not all be read: %v", nodesErr))
+	}
 	if len(issues) == 0 {
 		return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionTrue, sharednetv1.ReasonGuarded,
 			"the policy is installed in the workload cluster and no Service, Gateway or Node breaks its rules")

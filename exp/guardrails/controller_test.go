@@ -10,8 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -215,6 +217,19 @@ func TestGuardrailsConnectOnlyToAttachedClusters(t *testing.T) {
 		g.Expect(w.connects).To(Equal(2), "not connected again once removed")
 	})
 
+	t.Run("a paused Cluster (clusterctl move): nothing is connected or written", func(t *testing.T) {
+		g := NewWithT(t)
+		w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+		c := &clusterv1.Cluster{}
+		g.Expect(w.mgmt.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, c)).To(Succeed())
+		c.Spec.Paused = ptr.To(true)
+		g.Expect(w.mgmt.Update(context.Background(), c)).To(Succeed())
+		w.reconcile()
+		g.Expect(w.connects).To(BeZero())
+		g.Expect(w.installedAnnotation()).To(BeFalse())
+		g.Expect(w.attachment().Status.Workload).To(BeNil())
+	})
+
 	t.Run("not connected yet: tried again", func(t *testing.T) {
 		g := NewWithT(t)
 		w := newWorld(t, true)
@@ -222,4 +237,25 @@ func TestGuardrailsConnectOnlyToAttachedClusters(t *testing.T) {
 		g.Expect(w.reconcile().RequeueAfter).To(Equal(pollWorkload))
 		g.Expect(w.attachment().Status.Workload).To(BeNil())
 	})
+}
+
+// TestWorkloadGuardedIsNeverTrueUnchecked: a Node that cannot be read makes
+// WorkloadGuarded Unknown, not True, and the reconcile is retried.
+func TestWorkloadGuardedIsNeverTrueUnchecked(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+	w.workload = interceptor.NewClient(w.workload.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Node); ok {
+				return apierrors.NewServiceUnavailable("the workload API server is restarting")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, err := w.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}})
+	g.Expect(err).To(HaveOccurred(), "retried")
+	guarded := conditions.Get(w.attachment(), sharednetv1.WorkloadGuardedCondition)
+	g.Expect(guarded).NotTo(BeNil())
+	g.Expect(guarded.Status).To(Equal(metav1.ConditionUnknown))
+	g.Expect(guarded.Reason).To(Equal(sharednetv1.ReasonWorkloadUnchecked))
 }
