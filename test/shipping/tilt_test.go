@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 	"sigs.k8s.io/yaml"
 )
 
@@ -78,6 +79,7 @@ func TestTiltProvider(t *testing.T) {
 
 	// The build the Tiltfile runs (build_go_binary, no race detector, no debugger):
 	//   cd <context>; CGO_ENABLED=0 GOOS=linux GOARCH=<arch> go build -gcflags '' -ldflags '-extldflags "-static"' -o .tiltbuild/bin/manager <go_main>
+	testenv.SkipIfShort(t, "builds the manager as Tilt does")
 	out := filepath.Join(t.TempDir(), "manager")
 	run(t, context, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
 		"go", "build", "-gcflags", "", "-ldflags", `-extldflags "-static"`, "-o", out, goMain)
