@@ -89,11 +89,16 @@ release-manifests: $(KUSTOMIZE) ## Build the clusterctl release assets (componen
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable schema from the Go types, then docs/reference.md.
-	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=false paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths=./internal/variables/... output:crd:stdout > internal/variables/zz_generated.schema.yaml
 	go run ./hack/tools/reference-docs
+
+.PHONY: verify
+verify: verify-generate ## Fail when generated files, go.mod/go.sum or the licence headers are not what they should be.
+	go mod tidy -diff
+	go test -count=1 ./test/shipping -run 'TestEveryGoFileCarriesTheLicenceHeader'
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are not up to date.
