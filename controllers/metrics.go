@@ -31,3 +31,9 @@ var freeAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 func init() {
 	metrics.Registry.MustRegister(freeAddresses)
 }
+
+// forgetFreeAddresses deletes every series of a SharedNetwork: a deleted
+// network or subnet must not keep alerting with its last value.
+func forgetFreeAddresses(sharedNetwork string) {
+	freeAddresses.DeletePartialMatch(prometheus.Labels{"sharednetwork": sharedNetwork})
+}

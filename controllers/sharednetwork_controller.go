@@ -118,6 +118,9 @@ func (r *SharedNetworkReconciler) resync() time.Duration {
 func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sn); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetFreeAddresses(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := sn.Status.DeepCopy()
@@ -136,6 +139,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 				fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", len(consumers)))
 			return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
 		}
+		forgetFreeAddresses(sn.Name)
 		if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
 			return reconcile.Result{}, r.Client.Update(ctx, sn)
 		}
@@ -222,6 +226,8 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 	sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
 	r.setReady(sn, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
 		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets)))
+	// A subnet no longer in the facts has no series left behind.
+	forgetFreeAddresses(sn.Name)
 	for _, s := range facts.Subnets {
 		freeAddresses.WithLabelValues(sn.Name, s.ID).Set(float64(s.FreeAddresses))
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,4 +180,37 @@ func TestASharedNetworkInUseIsKeptUntilItsNodegroupsDetach(t *testing.T) {
 	s.reconcile()
 	err := s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, &sharednetv1.SharedNetwork{})
 	g.Expect(err).To(MatchError(ContainSubstring("not found")), "released once no nodegroup uses it")
+}
+
+// TestFreeAddressesAreExportedAndForgotten: the metric an administrator
+// alerts on has one series per subnet of the facts, and none once the
+// subnet leaves the SharedNetwork or the SharedNetwork is gone.
+func TestFreeAddressesAreExportedAndForgotten(t *testing.T) {
+	g := NewWithT(t)
+	forgetFreeAddresses("vm") // what earlier tests of this package left
+	s := newNetworkStory(t)
+	s.reconcile()
+	facts, _ := s.sharedNetwork().Status.Subnet(s.subnet)
+	g.Expect(testutil.ToFloat64(freeAddresses.WithLabelValues("vm", s.subnet))).To(BeEquivalentTo(facts.FreeAddresses))
+	series := func() int { return testutil.CollectAndCount(freeAddresses) }
+	g.Expect(series()).To(Equal(1))
+
+	// The subnet leaves the SharedNetwork: its series goes at the next read.
+	sn := s.sharedNetwork()
+	sn.Spec.Subnets = nil
+	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
+	s.now = s.now.Add(DefaultResync + time.Second)
+	s.reconcile()
+	g.Expect(series()).To(BeZero())
+
+	// Read again, then deleted: nothing is left.
+	sn = s.sharedNetwork()
+	sn.Spec.Subnets = []string{s.subnet}
+	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
+	s.now = s.now.Add(DefaultResync + time.Second)
+	s.reconcile()
+	g.Expect(series()).To(Equal(1))
+	g.Expect(s.client.Delete(context.Background(), s.sharedNetwork())).To(Succeed())
+	s.reconcile()
+	g.Expect(series()).To(BeZero())
 }
