@@ -214,3 +214,19 @@ func TestRBACIsExplained(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseDocListsEveryAsset: docs/release.md names every file
+// hack/release-manifests.sh writes (its header lists them as <out>/<file>).
+func TestReleaseDocListsEveryAsset(t *testing.T) {
+	script := string(mustRead(t, path("hack", "release-manifests.sh")))
+	doc := string(mustRead(t, path("docs", "release.md")))
+	assets := regexp.MustCompile(`<out>/(\S+)`).FindAllStringSubmatch(script, -1)
+	if len(assets) < 4 {
+		t.Fatalf("found %d assets in hack/release-manifests.sh: has its header moved?", len(assets))
+	}
+	for _, a := range assets {
+		if !strings.Contains(doc, "`"+a[1]+"`") {
+			t.Errorf("docs/release.md does not list %s, which hack/release-manifests.sh writes", a[1])
+		}
+	}
+}
