@@ -45,7 +45,7 @@ e2e: ## Run only the local e2e suite (e2e/: the whole story on the local plane);
 
 .PHONY: run
 run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(CERT_DIR)).
-	go run . --webhook-cert-dir=$(or $(CERT_DIR),/tmp/k8s-webhook-server/serving-certs) --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081
+	go run . --webhook-cert-dir=$(or $(CERT_DIR),/tmp/k8s-webhook-server/serving-certs) --diagnostics-address=127.0.0.1:8443 --health-addr=127.0.0.1:9440
 
 .PHONY: bench
 bench: envtest-assets ## Run the benchmarks (GeneratePatches vs a bare JSON round trip).

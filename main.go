@@ -22,6 +22,7 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/logs"
@@ -29,6 +30,8 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"sigs.k8s.io/cluster-api/util/flags"
 
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/feature"
@@ -41,9 +44,17 @@ func main() {
 	pflag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the runtime extension and admission webhook server.")
 	pflag.StringVar(&opts.WebhookHost, "webhook-host", "", "Address the webhook server listens on (all when empty).")
 	pflag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with tls.crt and tls.key of the webhook server.")
-	pflag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	pflag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	// CAPI's manager flags (util/flags): --diagnostics-address (metrics over
+	// HTTPS with authentication and authorization, pprof, the log level),
+	// --insecure-diagnostics, --tls-min-version, --tls-cipher-suites.
+	var managerOptions flags.ManagerOptions
+	flags.AddManagerOptions(pflag.CommandLine, &managerOptions)
+	pflag.StringVar(&opts.HealthProbeBindAddress, "health-addr", ":9440", "Address of /healthz and /readyz.")
+	pflag.StringVar(&opts.PprofBindAddress, "profiler-address", "", "Address of pprof (for example localhost:6060); off when empty.")
 	pflag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
+	pflag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before it may take the lead.")
+	pflag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its lead before it gives it up.")
+	pflag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How long the candidates wait between tries.")
 	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+install.Namespace+").")
 	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
 	feature.MutableGates.AddFlag(pflag.CommandLine)
@@ -58,6 +69,12 @@ func main() {
 		os.Exit(1)
 	}
 	ctrl.SetLogger(klog.Background())
+	tlsOpts, metrics, err := flags.GetManagerOptions(managerOptions)
+	if err != nil {
+		log.Error(err, "invalid TLS or diagnostics flags")
+		os.Exit(1)
+	}
+	opts.TLSOpts, opts.Metrics = tlsOpts, metrics
 	opts.WorkloadGuardrails = feature.Gates.Enabled(feature.WorkloadGuardrails)
 
 	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)

@@ -358,7 +358,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		"--kubeconfig=" + p.Kubeconfig, "--leader-elect=false",
 		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
 		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
-		"--metrics-bind-address=0", "--health-probe-bind-address=" + addr(health),
+		"--diagnostics-address=0", "--health-addr=" + addr(health),
 		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
 	}
 	if opts.ExtensionFeatureGates != "" {

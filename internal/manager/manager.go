@@ -23,6 +23,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -54,13 +55,23 @@ import (
 
 // Options configure the manager; main.go fills them from flags.
 type Options struct {
-	WebhookHost            string
-	WebhookPort            int
-	WebhookCertDir         string
-	MetricsBindAddress     string
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
+	// TLSOpts apply to the webhook server (CAPI's --tls-min-version and
+	// --tls-cipher-suites, util/flags).
+	TLSOpts []func(*tls.Config)
+	// Metrics is the diagnostics endpoint as CAPI's util/flags builds it
+	// (--diagnostics-address, --insecure-diagnostics); nil serves none.
+	Metrics                *metricsserver.Options
 	HealthProbeBindAddress string
-	LeaderElection         bool
-	LeaderElectionID       string
+	// PprofBindAddress serves pprof (--profiler-address); empty: off.
+	PprofBindAddress string
+	LeaderElection   bool
+	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune the leader election;
+	// zero keeps controller-runtime's defaults.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Namespace holds the SharedNetwork credential Secrets; the manager
 	// caches Secrets of this namespace only. install.Namespace when empty.
 	Namespace string
@@ -119,6 +130,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		Host:    opts.WebhookHost,
 		Port:    opts.WebhookPort,
 		CertDir: opts.WebhookCertDir,
+		TLSOpts: opts.TLSOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the runtime extension server: %w", err)
@@ -135,15 +147,30 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if leaderElectionID == "" {
 		leaderElectionID = "capo-sharednet.sharednet.capo.io"
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	metrics := metricsserver.Options{BindAddress: "0"}
+	if opts.Metrics != nil {
+		metrics = *opts.Metrics
+	}
+	mgrOpts := ctrl.Options{
 		Scheme:                 scheme.New(),
 		WebhookServer:          srv,
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                metrics,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		PprofBindAddress:       opts.PprofBindAddress,
 		LeaderElection:         opts.LeaderElection,
 		LeaderElectionID:       leaderElectionID,
 		Cache:                  cacheOpts,
-	})
+	}
+	if opts.LeaseDuration > 0 {
+		mgrOpts.LeaseDuration = &opts.LeaseDuration
+	}
+	if opts.RenewDeadline > 0 {
+		mgrOpts.RenewDeadline = &opts.RenewDeadline
+	}
+	if opts.RetryPeriod > 0 {
+		mgrOpts.RetryPeriod = &opts.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}

@@ -35,4 +35,8 @@ package manager
 // The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The diagnostics endpoint authenticates and authorizes its callers
+// (controller-runtime's filters, CAPI's util/flags).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // CAPI's ClusterCache (WorkloadGuardrails) reads each cluster's kubeconfig Secret (get, above) and leases nothing.

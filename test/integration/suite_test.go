@@ -91,7 +91,7 @@ func startExtension(ctx context.Context) error {
 	}
 	mgr, err := manager.NewManager(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+		HealthProbeBindAddress: "0",
 		Namespace: install.Namespace, Resync: resync,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			openstackRequests.Next = next

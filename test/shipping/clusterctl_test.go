@@ -123,7 +123,7 @@ func TestClusterctl(t *testing.T) {
 		for _, want := range []string{
 			"RuntimeExtensionProvider", "capo-sharednet-system",
 			image + ":" + releaseVersion,
-			"CAPO_SHAREDNET_LOG_LEVEL", "CAPO_SHAREDNET_METRICS_BIND_ADDRESS",
+			"CAPO_SHAREDNET_LOG_LEVEL", "CAPO_SHAREDNET_DIAGNOSTICS_ADDRESS", "CAPO_SHAREDNET_INSECURE_DIAGNOSTICS",
 		} {
 			if !strings.Contains(describe, want) {
 				t.Errorf("clusterctl generate provider --describe does not mention %q:\n%s", want, describe)

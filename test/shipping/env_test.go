@@ -102,7 +102,7 @@ func extension(t *testing.T, e *testenv.Environment) string {
 		_ = l.Close()
 		mgr, err := manager.NewManager(e.Config, manager.Options{
 			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
-			MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+			HealthProbeBindAddress: "0",
 			Namespace: install.Namespace,
 		})
 		if err != nil {

@@ -198,7 +198,7 @@ func generate(root string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w("## Metrics\n\nServed on `--metrics-bind-address` (`/metrics`), besides controller-runtime's own.\n\n| metric | type | labels | help |\n|---|---|---|---|\n")
+	w("## Metrics\n\nServed on `--diagnostics-address` (`/metrics`, HTTPS with authentication and authorization unless `--insecure-diagnostics`), besides controller-runtime's own.\n\n| metric | type | labels | help |\n|---|---|---|---|\n")
 	for _, m := range metrics {
 		w("| `%s` | %s | %s | %s |\n", m[0], m[1], m[2], m[3])
 	}
