@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -217,7 +219,7 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 		}
 	}
 	for _, kind := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Service", "Deployment", "Issuer", "Certificate", "ValidatingWebhookConfiguration", "ExtensionConfig"} {
+		"Role", "RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "Issuer", "Certificate", "ValidatingWebhookConfiguration", "ExtensionConfig"} {
 		if len(byKind[kind]) == 0 {
 			t.Errorf("no %s in the components", kind)
 		}
@@ -243,6 +245,16 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 	cert := byKind["Certificate"][0]
 	certSecret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+
+	// Available through a drain: two replicas, and a budget that keeps one.
+	var pdb policyv1.PodDisruptionBudget
+	convert(t, byKind["PodDisruptionBudget"][0], &pdb)
+	if deploy.Spec.Replicas == nil || *deploy.Spec.Replicas != 2 {
+		t.Errorf("Deployment replicas %v, want 2 (hooks and webhooks answered while one replica is away)", deploy.Spec.Replicas)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || !reflect.DeepEqual(pdb.Spec.Selector, deploy.Spec.Selector) {
+		t.Errorf("PodDisruptionBudget %s: minAvailable %v, selector %v; want 1 of the Deployment's pods (%v)", pdb.Name, pdb.Spec.MinAvailable, pdb.Spec.Selector, deploy.Spec.Selector)
+	}
 
 	// The ExtensionConfig: handler names in the ClusterClass are <handler>.<its name>.
 	if ec.Name != providerName {
