@@ -22,10 +22,12 @@ COPY . .
 # Cross-compile for the platform of the image (docker buildx --platform ...).
 ARG TARGETOS=linux
 ARG TARGETARCH
+# The version the manager reports (make docker-build passes make's VERSION).
+ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w -extldflags=-static" -o /manager .
+    go build -trimpath -ldflags "-s -w -extldflags=-static -X github.com/capo-sharednet/capo-sharednet/internal/version.Version=${VERSION}" -o /manager .
 
 # A static binary needs no more than distroless/static (CA certificates and a
 # non-root user included).

@@ -11,7 +11,9 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)
 IMG ?= ghcr.io/capo-sharednet/capo-sharednet:dev
 # Flags shared by `make build` and the Dockerfile.
-GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -extldflags=-static"
+# The version the manager reports (--version, User-Agent); a release sets it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GO_BUILD_FLAGS := -trimpath -ldflags "-s -w -extldflags=-static -X github.com/capo-sharednet/capo-sharednet/internal/version.Version=${VERSION}"
 
 export GOTOOLCHAIN := local
 # Go's default install place, used when no go is found earlier on PATH.
@@ -73,7 +75,7 @@ build: ## Build the manager binary as the Dockerfile does.
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine).
-	docker build --build-arg GOPROXY=$$(go env GOPROXY) -t $(IMG) .
+	docker build --build-arg GOPROXY=$$(go env GOPROXY) --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once).

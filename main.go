@@ -21,6 +21,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/feature"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/version"
 )
 
 func main() {
@@ -61,8 +63,13 @@ func main() {
 	// Logging as CAPI's managers do it: --v for the level, --logging-format.
 	logOptions := logs.NewOptions()
 	logsv1.AddFlags(logOptions, pflag.CommandLine)
+	showVersion := pflag.Bool("version", false, "Print the version and exit.")
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
+	if *showVersion {
+		fmt.Println(version.Version)
+		return
+	}
 	log := ctrl.Log.WithName("setup")
 	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
 		log.Error(err, "invalid logging flags")
@@ -82,7 +89,7 @@ func main() {
 		log.Error(err, "unable to set up the manager")
 		os.Exit(1)
 	}
-	log.Info("starting capo-sharednet", "webhookPort", opts.WebhookPort)
+	log.Info("starting capo-sharednet", "version", version.Version, "webhookPort", opts.WebhookPort)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "manager stopped")
 		os.Exit(1)

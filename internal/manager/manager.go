@@ -50,6 +50,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
+	"github.com/capo-sharednet/capo-sharednet/internal/version"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
 )
 
@@ -247,7 +248,7 @@ func (m *Manager) SetupWorkloadGuardrails() error {
 	clusterCache, err := clustercache.SetupWithManager(context.Background(), m, clustercache.Options{
 		SecretClient: m.GetAPIReader(),
 		Client: clustercache.ClientOptions{
-			UserAgent: "capo-sharednet",
+			UserAgent: version.UserAgent(),
 			Cache:     clustercache.ClientCacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}},
 		},
 	}, controller.Options{})

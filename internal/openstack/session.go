@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-sharednet/capo-sharednet/internal/version"
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
@@ -122,7 +123,7 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cred.Name, err)
 	}
-	provider.UserAgent.Prepend("capo-sharednet")
+	provider.UserAgent.Prepend(version.UserAgent())
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cred.Cloud.Verify != nil {
 		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify //nolint:gosec // the cloud's own setting

@@ -210,8 +210,17 @@ func TestDockerfileBuildsTheManager(t *testing.T) {
 			env = append(env, k+"="+v)
 		}
 	}
-	args := append(append([]string{"build"}, b.flags...), "-o", out, b.pkg)
+	// The build argument VERSION as docker passes it: the manager reports it.
+	const release = "v9.8.7-test"
+	flags := make([]string, len(b.flags))
+	for i, f := range b.flags {
+		flags[i] = strings.ReplaceAll(f, "${VERSION}", release)
+	}
+	args := append(append([]string{"build"}, flags...), "-o", out, b.pkg)
 	run(t, ctxDir, env, "go", args...)
+	if got := strings.TrimSpace(string(run(t, ctxDir, nil, out, "--version"))); got != release {
+		t.Errorf("built with VERSION=%s, the manager's --version says %q", release, got)
+	}
 
 	f, err := elf.Open(out)
 	if err != nil {
