@@ -187,7 +187,7 @@ func TestASharedNetworkInUseIsKeptUntilItsNodegroupsDetach(t *testing.T) {
 // subnet leaves the SharedNetwork or the SharedNetwork is gone.
 func TestFreeAddressesAreExportedAndForgotten(t *testing.T) {
 	g := NewWithT(t)
-	forgetFreeAddresses("vm") // what earlier tests of this package left
+	freeAddresses.Reset() // what earlier tests of this package left (the test bed's too)
 	s := newNetworkStory(t)
 	s.reconcile()
 	facts, _ := s.sharedNetwork().Status.Subnet(s.subnet)
