@@ -79,7 +79,7 @@ func (c *Checker) AttachFacts(ctx context.Context, cluster *clusterv1.Cluster, t
 	// Cluster asks for before; when neither is known (a new cluster leaving
 	// it to Neutron) the attachment controller checks it before it shares.
 	n.ClusterMTU = network.requestedMTU
-	if done, err := c.liveFacts(ctx, &n, cluster, sn, true); done || err != nil {
+	if done, err := c.liveFacts(ctx, &n, cluster, sn); done || err != nil {
 		return n, err
 	}
 	n.Size, n.Others, err = c.capacityFacts(ctx, cluster, topology, sn, subnet)
@@ -112,7 +112,7 @@ func (c *Checker) growFacts(ctx context.Context, cluster *clusterv1.Cluster, top
 		return n, nil
 	}
 	if live {
-		if done, err := c.liveFacts(ctx, &n, cluster, sn, true); done || err != nil {
+		if done, err := c.liveFacts(ctx, &n, cluster, sn); done || err != nil {
 			return n, err
 		}
 	} else {
@@ -156,13 +156,25 @@ func (c *Checker) detachFacts(ctx context.Context, cluster *clusterv1.Cluster, t
 // says whether the namespace may use it: a network it may not use is not
 // looked at any further (the VM project's credential is never used for it).
 func (c *Checker) granted(ctx context.Context, n *rules.Nodegroup, sn *sharednetv1.SharedNetwork) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := c.Reader.Get(ctx, client.ObjectKey{Name: n.Namespace}, ns); err != nil {
-		return false, fmt.Errorf("reading namespace %s: %w", n.Namespace, err)
+	labels, err := namespaceLabels(ctx, c.Reader, n.Namespace)
+	if err != nil {
+		return false, err
 	}
-	n.NamespaceLabels = ns.Labels
-	n.Network, n.CannotVerify = networkOf(sn, &sn.Status)
-	return rules.Granted(sn.Name, sn.Spec.NamespaceSelector, n.Namespace, n.NamespaceLabels, sn.Spec.Subnets, n.Subnet) == nil, nil
+	n.NamespaceLabels = labels
+	// Only the grant: facts of the network (its subnets' CIDRs) are not
+	// the business of a namespace it may not be granted to, not even in
+	// a cannot-verify message; subnet() reads them once it is granted.
+	n.Network = &rules.Network{Name: sn.Name, NamespaceSelector: sn.Spec.NamespaceSelector, AllowedSubnets: sn.Spec.Subnets}
+	return rules.Granted(sn.Name, sn.Spec.NamespaceSelector, n.Namespace, labels, sn.Spec.Subnets, n.Subnet) == nil, nil
+}
+
+// namespaceLabels are the labels of namespace, which grants select on.
+func namespaceLabels(ctx context.Context, reader client.Reader, namespace string) (map[string]string, error) {
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
+	}
+	return ns.Labels, nil
 }
 
 // nodegroup starts the facts of one nodegroup with what the Cluster says.
@@ -242,14 +254,14 @@ func (c *Checker) statusFor(ctx context.Context, sn *sharednetv1.SharedNetwork) 
 }
 
 // liveFacts asks the cluster's project, with a short timeout, for what
-// only it knows: that the SharedNetwork's Keystone vouches for it (when
-// sameCloud), its network's MTU and its port quota. A cluster whose
+// only it knows: that the SharedNetwork's Keystone vouches for it, its
+// network's MTU and its port quota. A cluster whose
 // OpenStackCluster does not exist yet (it is being created) has no project
 // to ask: nothing is added, and the attachment controller asks before it
 // shares. done is true when nothing more should be gathered: the project
 // cannot be asked (an unchecked change is never admitted) or belongs to
 // another cloud.
-func (c *Checker) liveFacts(ctx context.Context, n *rules.Nodegroup, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, sameCloud bool) (done bool, err error) {
+func (c *Checker) liveFacts(ctx context.Context, n *rules.Nodegroup, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork) (done bool, err error) {
 	if c.Cloud == nil || cluster.Spec.InfrastructureRef.Name == "" {
 		return false, nil
 	}
@@ -260,10 +272,8 @@ func (c *Checker) liveFacts(ctx context.Context, n *rules.Nodegroup, cluster *cl
 		n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the attach cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return true, nil
 	}
-	if sameCloud {
-		if n.ForeignCloud, n.CannotAsk = c.sameCloud(ctx, sn, session); n.ForeignCloud != "" || n.CannotAsk != "" {
-			return true, nil
-		}
+	if n.ForeignCloud, n.CannotAsk = c.sameCloud(ctx, sn, session); n.ForeignCloud != "" || n.CannotAsk != "" {
+		return true, nil
 	}
 	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
 		network, err := session.Network(ctx, osc.Status.Network.ID)
@@ -506,11 +516,11 @@ func sizeOf(cluster *clusterv1.Cluster, topology string) *rules.Size {
 // The attachment controller (before it shares) and GeneratePatches (before
 // it emits a new port) ask it.
 func Granted(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, namespace, subnet string) error {
-	ns := &corev1.Namespace{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		return fmt.Errorf("reading namespace %s: %w", namespace, err)
+	labels, err := namespaceLabels(ctx, reader, namespace)
+	if err != nil {
+		return err
 	}
-	if v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, namespace, ns.Labels, sn.Spec.Subnets, subnet); v != nil {
+	if v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, namespace, labels, sn.Spec.Subnets, subnet); v != nil {
 		return v
 	}
 	return nil

@@ -139,6 +139,7 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		now     func(f *fixture) *clusterv1.Cluster
 		allowed bool
 		want    []string
+		absent  []string // must not be in the refusal
 	}{{
 		name:    "create with a nodegroup attached",
 		now:     func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
@@ -260,6 +261,22 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		},
 		want: []string{`"md-a": granted:`, `may not use SharedNetwork "vm"`},
 	}, {
+		name: "set to a network not granted whose facts are corrupt: refused as not granted, no fact of the network shown",
+		old: func(f *fixture) *clusterv1.Cluster {
+			for _, o := range f.objs {
+				switch o := o.(type) {
+				case *corev1.Namespace:
+					o.Labels = nil
+				case *sharednetv1.SharedNetwork:
+					o.Status.Subnets[0].CIDR = "172.16.5.0/33"
+				}
+			}
+			return f.cluster
+		},
+		now:    func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-a", vm) },
+		want:   []string{`"md-a": granted:`},
+		absent: []string{"cannot-verify", "172.16.5", "CIDR"},
+	}, {
 		name: "set to a SharedNetwork that does not exist",
 		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
 		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-b", `{"name":"nope"}`) },
@@ -288,6 +305,9 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 			g.Expect(resp.Allowed).To(Equal(tc.allowed), "%+v", resp.Result)
 			for _, w := range tc.want {
 				g.Expect(resp.Result.Message).To(ContainSubstring(w))
+			}
+			for _, a := range tc.absent {
+				g.Expect(resp.Result.Message).NotTo(ContainSubstring(a))
 			}
 		})
 	}
