@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/flags"
 
 	"github.com/capo-sharednet/capo-sharednet/controllers"
@@ -57,6 +58,10 @@ func main() {
 	pflag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before it may take the lead.")
 	pflag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its lead before it gives it up.")
 	pflag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How long the candidates wait between tries.")
+	// The clusterctl contract's --namespace and CAPI's --watch-filter
+	// (docs/admin-guide.md: several instances in one management cluster).
+	pflag.StringVar(&opts.WatchNamespace, "namespace", "", "Namespace whose Clusters the extension reads and reconciles; every namespace when empty. Scope the ExtensionConfig and the Cluster webhook to the same namespace.")
+	pflag.StringVar(&opts.WatchFilterValue, "watch-filter", "", fmt.Sprintf("Label value that the controllers watch: only Clusters and SharedNetworks labelled %s=<value> are reconciled; every one when empty.", clusterv1.WatchLabel))
 	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+install.Namespace+").")
 	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
 	feature.MutableGates.AddFlag(pflag.CommandLine)

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -41,6 +43,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -48,6 +51,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
 
 const (
@@ -75,6 +79,10 @@ type AttachmentReconciler struct {
 	// Checker runs the rules before a share; one over Client and
 	// Credentials when nil.
 	Checker *preflight.Checker
+	// WatchFilterValue is CAPI's --watch-filter: only Clusters (and, once
+	// their Cluster is gone, attachments) with that watch label are
+	// reconciled; every one when empty.
+	WatchFilterValue string
 }
 
 func (r *AttachmentReconciler) checker() *preflight.Checker {
@@ -93,7 +101,7 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return nil
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&clusterv1.Cluster{}).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
 		})).
@@ -122,9 +130,18 @@ func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		cluster = nil
 	}
+	if cluster != nil && !watchfilter.Matches(cluster, r.WatchFilterValue) {
+		return reconcile.Result{}, nil // another instance's (--watch-filter)
+	}
 	attachments := &sharednetv1.SharedNetworkAttachmentList{}
 	if err := r.Client.List(ctx, attachments, client.InNamespace(req.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: req.Name}); err != nil {
 		return reconcile.Result{}, err
+	}
+	if cluster == nil {
+		// The Cluster's label is gone with it: its attachments carry a copy.
+		attachments.Items = slices.DeleteFunc(attachments.Items, func(a sharednetv1.SharedNetworkAttachment) bool {
+			return !watchfilter.Matches(&a, r.WatchFilterValue)
+		})
 	}
 	var errs []error
 	byTopology := map[string]*sharednetv1.SharedNetworkAttachment{}
@@ -425,6 +442,9 @@ func (r *AttachmentReconciler) ensureAttachment(ctx context.Context, cluster *cl
 			Namespace: key.Namespace, Name: key.Name,
 			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 		}}
+		if v, ok := cluster.Labels[clusterv1.WatchLabel]; ok {
+			a.Labels[clusterv1.WatchLabel] = v // the same instance detaches it after the Cluster is gone
+		}
 		a.Spec = spec
 		controllerutil.AddFinalizer(a, AttachmentFinalizer)
 		if err := controllerutil.SetOwnerReference(cluster, a, r.Client.Scheme()); err != nil {

@@ -39,9 +39,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"sigs.k8s.io/cluster-api/util/predicates"
+
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
 
 // DefaultResync is how often a SharedNetwork's facts are read again from
@@ -68,13 +71,18 @@ type SharedNetworkReconciler struct {
 	Recorder  record.EventRecorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// WatchFilterValue is CAPI's --watch-filter: only SharedNetworks with
+	// that watch label are reconciled (their status written); every one
+	// when empty.
+	WatchFilterValue string
 }
 
 // SetupWithManager registers the reconciler: SharedNetworks, their
 // credential Secrets and the attachments that consume them.
 func (r *SharedNetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sharedNetworksOfSecret)).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.SharedNetwork}}}
@@ -122,6 +130,9 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 			forgetFreeAddresses(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !watchfilter.Matches(sn, r.WatchFilterValue) {
+		return reconcile.Result{}, nil // another instance's (--watch-filter)
 	}
 	before := sn.Status.DeepCopy()
 

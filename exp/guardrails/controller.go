@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -44,10 +45,12 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
 
 const (
@@ -72,6 +75,9 @@ type Reconciler struct {
 	// WorkloadClient returns a client of a Cluster's workload cluster;
 	// ClusterCache.GetClient when nil (fast tests give a fake client).
 	WorkloadClient func(ctx context.Context, cluster client.ObjectKey) (client.Client, error)
+	// WatchFilterValue is CAPI's --watch-filter: only Clusters with that
+	// watch label are guarded; every one when empty.
+	WatchFilterValue string
 }
 
 func (r *Reconciler) workloadClient(ctx context.Context, cluster client.ObjectKey) (client.Client, error) {
@@ -84,7 +90,7 @@ func (r *Reconciler) workloadClient(ctx context.Context, cluster client.ObjectKe
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&clusterv1.Cluster{}).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
 		})).
@@ -105,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// A paused Cluster (e.g. during clusterctl move) is left alone, as CAPI's
 	// contract asks: nothing is written in it or in its workload cluster.
-	if !cluster.DeletionTimestamp.IsZero() || annotations.IsPaused(cluster, cluster) {
+	if !cluster.DeletionTimestamp.IsZero() || annotations.IsPaused(cluster, cluster) || !watchfilter.Matches(cluster, r.WatchFilterValue) {
 		return reconcile.Result{}, nil
 	}
 	list := &sharednetv1.SharedNetworkAttachmentList{}

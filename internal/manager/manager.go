@@ -76,6 +76,13 @@ type Options struct {
 	// Namespace holds the SharedNetwork credential Secrets; the manager
 	// caches Secrets of this namespace only. install.Namespace when empty.
 	Namespace string
+	// WatchNamespace is the clusterctl contract's --namespace: Clusters,
+	// their nodegroups and attachments are read in that namespace only;
+	// every namespace when empty.
+	WatchNamespace string
+	// WatchFilterValue is CAPI's --watch-filter: the controllers reconcile
+	// only objects labelled cluster.x-k8s.io/watch-filter=<value>.
+	WatchFilterValue string
 	// Resync is how often SharedNetwork facts are read again from Neutron.
 	Resync time.Duration
 	// OpenStack tunes the OpenStack sessions (tests count requests with it).
@@ -144,6 +151,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 	}}
+	if opts.WatchNamespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}
+	}
 	leaderElectionID := opts.LeaderElectionID
 	if leaderElectionID == "" {
 		leaderElectionID = "capo-sharednet.sharednet.capo.io"
@@ -216,10 +226,11 @@ func (m *Manager) SetupWebhooks() error {
 // SharedNetwork's facts from Neutron.
 func (m *Manager) SetupSharedNetworkController() error {
 	if err := (&controllers.SharedNetworkReconciler{
-		Client:    m.GetClient(),
-		Namespace: m.opts.Namespace,
-		Resync:    m.opts.Resync,
-		Recorder:  m.recorder(),
+		Client:           m.GetClient(),
+		Namespace:        m.opts.Namespace,
+		Resync:           m.opts.Resync,
+		Recorder:         m.recorder(),
+		WatchFilterValue: m.opts.WatchFilterValue,
 		Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.VMProjectCloud, error) {
 			return m.Sessions.Get(ctx, id, version, cred)
 		},
@@ -233,9 +244,10 @@ func (m *Manager) SetupSharedNetworkController() error {
 // nudge, rollout, detach, unshare).
 func (m *Manager) SetupAttachmentController() error {
 	if err := (&controllers.AttachmentReconciler{
-		Client:      m.GetClient(),
-		Credentials: m.Credentials,
-		Recorder:    m.recorder(),
+		Client:           m.GetClient(),
+		Credentials:      m.Credentials,
+		Recorder:         m.recorder(),
+		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)
 	}
@@ -246,7 +258,8 @@ func (m *Manager) SetupAttachmentController() error {
 // through which it reaches the workload clusters.
 func (m *Manager) SetupWorkloadGuardrails() error {
 	clusterCache, err := clustercache.SetupWithManager(context.Background(), m, clustercache.Options{
-		SecretClient: m.GetAPIReader(),
+		SecretClient:     m.GetAPIReader(),
+		WatchFilterValue: m.opts.WatchFilterValue,
 		Client: clustercache.ClientOptions{
 			UserAgent: version.UserAgent(),
 			Cache:     clustercache.ClientCacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}}},
@@ -257,7 +270,7 @@ func (m *Manager) SetupWorkloadGuardrails() error {
 	}
 	if err := (&guardrails.Reconciler{
 		Client: m.GetClient(), ClusterCache: clusterCache, Credentials: m.Credentials,
-		Recorder: m.recorder(),
+		Recorder: m.recorder(), WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m); err != nil {
 		return fmt.Errorf("setting up the workload guardrails: %w", err)
 	}
