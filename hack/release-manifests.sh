@@ -6,8 +6,12 @@
 #   <out>/runtime-extension-components.yaml   config/default, image tag = <version>
 #   <out>/metadata.yaml                        release series -> CAPI contract
 #   <out>/clusterclass-shared-network.yaml     templates/, unchanged
-#   <out>/cluster-template-shared-network.yaml
-#   <out>/cloud-config-shared-network.yaml      (the cloud controller manager's, for that cluster)
+#   <out>/cluster-template-shared-network.yaml (with the cloud controller manager's ClusterResourceSet)
+#
+# The two templates are CAPO flavor files: clusterctl reads
+# cluster-template-<flavor>.yaml and clusterclass-<class>.yaml from the
+# infrastructure provider's repository, here from its overrides folder
+# (docs/templates.md), or the template alone with --from <release URL>.
 #
 # Usage: hack/release-manifests.sh <version> [<out dir>]   (default _artifacts/release)
 # The version must be semver (vX.Y.Z...) and its X.Y must be a release series of
@@ -57,5 +61,5 @@ cp -r config "$work/config"
 mkdir -p "$out"
 "$kustomize" build "$work/config/default" > "$out/runtime-extension-components.yaml"
 cp metadata.yaml "$out/metadata.yaml"
-cp templates/clusterclass-*.yaml templates/cluster-template*.yaml templates/cloud-config-*.yaml "$out/"
+cp templates/clusterclass-*.yaml templates/cluster-template-*.yaml "$out/"
 echo "$out"

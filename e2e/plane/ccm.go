@@ -17,6 +17,7 @@ limitations under the License.
 package plane
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -35,16 +36,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
-
-// CloudConfigFile is the template of the cloud controller manager's
-// configuration that users apply with their cluster.
-const CloudConfigFile = "templates/cloud-config-shared-network.yaml"
 
 // ccmModule is the module the cloud controller manager is built from, pinned
 // in hack/tools/openstack-cloud-controller-manager/go.mod.
@@ -81,11 +80,11 @@ func ensureCCM(root, binDir string, progress func(string, ...any)) (string, erro
 // cloudControllerManagers runs the real OpenStack cloud controller manager of
 // each Cluster as a process of the plane, against the workload API server.
 //
-// In a real cluster the ClusterResourceSet of CloudConfigFile installs the
-// cloud.conf Secret and a DaemonSet on the control-plane nodes; here the
-// control plane is a stand-in, so the plane renders that same file with the
-// cluster's variables (what `clusterctl generate yaml` gives the user) and
-// runs the DaemonSet's container command with the rendered cloud.conf and
+// In a real cluster the ClusterResourceSet of ClusterTemplateFile installs
+// the cloud.conf Secret and a DaemonSet on the control-plane nodes; here the
+// control plane is a stand-in, so the plane renders that same template with
+// the cluster's variables (what `clusterctl generate cluster` gives the user)
+// and runs the DaemonSet's container command with the rendered cloud.conf and
 // the cluster's own clouds.yaml. It starts once the cluster's kubeconfig and
 // network exist, and stops when the cluster's control plane is deleted, as a
 // CCM on control-plane nodes would.
@@ -241,7 +240,8 @@ func (r *cloudControllerManagers) stopAll() {
 	}
 }
 
-// CloudConfigVariables are the variables of CloudConfigFile.
+// CloudConfigVariables are the variables of ClusterTemplateFile that the
+// cloud controller manager's resources (its ClusterResourceSet's Secret) use.
 type CloudConfigVariables struct {
 	ClusterName, Namespace string
 	// CloudsYAML is the cluster's own clouds.yaml (its identityRef Secret);
@@ -252,12 +252,15 @@ type CloudConfigVariables struct {
 	NodeCIDR string
 }
 
-// RenderCloudConfig renders CloudConfigFile with clusterctl's variable
-// processor, writes the kube-system/cloud-config Secret's files into dir
-// (where the DaemonSet mounts them at /etc/config) and returns the
-// DaemonSet container's arguments, their /etc/config paths pointed at dir.
+// RenderCloudConfig renders the cloud controller manager's part of
+// ClusterTemplateFile (the Secret its ClusterResourceSet applies) with
+// clusterctl's variable processor, writes the kube-system/cloud-config
+// Secret's files into dir (where the DaemonSet mounts them at /etc/config)
+// and returns the DaemonSet container's arguments, their /etc/config paths
+// pointed at dir.
 func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, error) {
-	raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(CloudConfigFile)))
+	const file = ClusterTemplateFile
+	raw, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
 	if err != nil {
 		return nil, err
 	}
@@ -266,32 +269,22 @@ func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, erro
 		"OPENSTACK_CLOUD_YAML_B64": base64.StdEncoding.EncodeToString(v.CloudsYAML),
 		"OPENSTACK_CLOUD":          v.Cloud, "OPENSTACK_NODE_CIDR": v.NodeCIDR,
 	}
-	docs, err := renderTemplate(raw, CloudConfigFile, vars)
+	set, err := ccmResourceSet(raw, file, vars)
 	if err != nil {
 		return nil, err
-	}
-	var set *corev1.Secret
-	for _, doc := range docs {
-		s := &corev1.Secret{}
-		if err := yaml.Unmarshal(doc, s); err == nil && s.Kind == "Secret" {
-			set = s
-		}
-	}
-	if set == nil {
-		return nil, fmt.Errorf("%s: no ClusterResourceSet Secret", CloudConfigFile)
 	}
 	// The resources the ClusterResourceSet applies to the workload cluster.
 	var cloudConfig *corev1.Secret
 	var daemonSet *appsv1.DaemonSet
 	for _, k := range []string{"cloud-config.yaml", "cloud-controller-manager.yaml"} {
-		inner, err := providers.SplitYAML([]byte(set.StringData[k]), CloudConfigFile+" "+k)
+		inner, err := providers.SplitYAML([]byte(set.StringData[k]), file+" "+k)
 		if err != nil {
 			return nil, err
 		}
 		for _, doc := range inner {
 			var tm metav1.TypeMeta
 			if err := yaml.Unmarshal(doc, &tm); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", CloudConfigFile, k, err)
+				return nil, fmt.Errorf("%s %s: %w", file, k, err)
 			}
 			switch tm.Kind {
 			case "Secret":
@@ -302,12 +295,12 @@ func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, erro
 				err = yaml.UnmarshalStrict(doc, daemonSet)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", CloudConfigFile, k, err)
+				return nil, fmt.Errorf("%s %s: %w", file, k, err)
 			}
 		}
 	}
 	if cloudConfig == nil || daemonSet == nil || len(daemonSet.Spec.Template.Spec.Containers) != 1 {
-		return nil, fmt.Errorf("%s: want the cloud-config Secret and the cloud controller manager's DaemonSet with one container", CloudConfigFile)
+		return nil, fmt.Errorf("%s: want the cloud-config Secret and the cloud controller manager's DaemonSet with one container", file)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -331,4 +324,64 @@ func RenderCloudConfig(root, dir string, v CloudConfigVariables) ([]string, erro
 		args = append(args, strings.ReplaceAll(a, mount, dir+"/"))
 	}
 	return args, nil
+}
+
+// notForTheCCM marks, in the rendered template, the value of a required
+// placeholder the cloud controller manager's resources must not use (the
+// Cluster's: Kubernetes version, image, shared network...).
+const notForTheCCM = "not-a-cloud-controller-manager-variable-"
+
+// ccmResourceSet renders the cluster template with clusterctl's variable
+// processor and returns its Secret of type addons.cluster.x-k8s.io/resource-set
+// (what the ClusterResourceSet applies to the workload cluster). vars must set
+// every placeholder that Secret uses; the others keep their defaults, and the
+// required ones that belong to the Cluster alone render as a marker that must
+// not appear in the Secret.
+func ccmResourceSet(raw []byte, file string, vars map[string]string) (*corev1.Secret, error) {
+	processor := yamlprocessor.NewSimpleProcessor()
+	defaults, err := processor.GetVariableMap(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	out, err := processor.Process(raw, func(name string) (string, error) {
+		if val, ok := vars[name]; ok {
+			return val, nil
+		}
+		if defaults[name] != nil {
+			return "", fmt.Errorf("variable %s not set: its default applies", name)
+		}
+		return notForTheCCM + name, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", file, err)
+	}
+	docs, err := providers.SplitYAML(out, file)
+	if err != nil {
+		return nil, err
+	}
+	var set *corev1.Secret
+	for _, doc := range docs {
+		s := &corev1.Secret{}
+		if err := yaml.Unmarshal(doc, s); err != nil || s.Kind != "Secret" || s.Type != addonsv1.ClusterResourceSetSecretType {
+			continue
+		}
+		if set != nil {
+			return nil, fmt.Errorf("%s: more than one Secret of type %s", file, addonsv1.ClusterResourceSetSecretType)
+		}
+		if i := bytes.Index(doc, []byte(notForTheCCM)); i >= 0 {
+			name := string(doc[i+len(notForTheCCM):])
+			if end := strings.IndexFunc(name, func(r rune) bool { return r != '_' && (r < 'A' || r > 'Z') && (r < '0' || r > '9') }); end >= 0 {
+				name = name[:end]
+			}
+			return nil, fmt.Errorf("%s: the cloud controller manager's resources use the placeholder %s, which RenderCloudConfig does not set", file, name)
+		}
+		if err := yaml.UnmarshalStrict(doc, s); err != nil {
+			return nil, fmt.Errorf("%s: Secret %s: %w", file, s.Name, err)
+		}
+		set = s
+	}
+	if set == nil {
+		return nil, fmt.Errorf("%s: no Secret of type %s (the cloud controller manager's ClusterResourceSet)", file, addonsv1.ClusterResourceSetSecretType)
+	}
+	return set, nil
 }

@@ -70,3 +70,63 @@ func TestTheCloudControllerManagerRunsAsTheTemplateConfiguresIt(t *testing.T) {
 		t.Errorf("clouds.yaml is %q, want the cluster's own %q", got, clouds)
 	}
 }
+
+// The cluster template holds the CCM's ClusterResourceSet too: RenderCluster
+// gives the plane the identity Secret and the Cluster only (the plane runs
+// the CCM itself), with the Cluster labelled for that ClusterResourceSet.
+func TestRenderClusterLeavesTheCloudControllerManagerToThePlane(t *testing.T) {
+	root, err := providers.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Plane{opts: Options{Root: root}}
+	clouds := []byte("clouds:\n  " + ClusterCloud + ":\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")
+	sec, cluster, err := p.RenderCluster(ClusterVariables{
+		Name: "c1", Namespace: "team-a", CloudsYAML: clouds, SharedNetwork: "vm-net",
+		Subnet: "5c2f1a8e-0c1d-4e2f-8a3b-1234567890ab", Extra: map[string]string{"OPENSTACK_DNS_NAMESERVERS": "8.8.8.8"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Name != "c1-cloud-config" || sec.Type != "" {
+		t.Errorf("identity Secret %s of type %q, want c1-cloud-config (not the ClusterResourceSet's)", sec.Name, sec.Type)
+	}
+	if cluster.Labels["sharednet.capo.io/cloud-config"] != "c1" {
+		t.Errorf("Cluster labels %v: the CCM's ClusterResourceSet would not select it", cluster.Labels)
+	}
+	for _, v := range cluster.Spec.Topology.Variables {
+		if v.Name == "dnsNameservers" && string(v.Value.Raw) != `["8.8.8.8"]` {
+			t.Errorf("dnsNameservers %s, want [\"8.8.8.8\"] from CAPO's single-address OPENSTACK_DNS_NAMESERVERS", v.Value.Raw)
+		}
+	}
+}
+
+// A placeholder of the CCM's resources that RenderCloudConfig does not set is
+// an error, not a marker handed to the CCM.
+func TestTheCloudControllerManagerGetsNoPlaceholderOfTheCluster(t *testing.T) {
+	raw := []byte(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata:
+  name: ${CLUSTER_NAME}
+spec:
+  topology:
+    version: ${KUBERNETES_VERSION}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: ${CLUSTER_NAME}-ccm
+type: addons.cluster.x-k8s.io/resource-set
+stringData:
+  cloud-config.yaml: |
+    image: ${OPENSTACK_IMAGE_NAME}
+`)
+	_, err := ccmResourceSet(raw, "test", map[string]string{"CLUSTER_NAME": "c1"})
+	if err == nil || !strings.Contains(err.Error(), "placeholder OPENSTACK_IMAGE_NAME,") {
+		t.Errorf("got %v, want an error naming OPENSTACK_IMAGE_NAME", err)
+	}
+	set, err := ccmResourceSet(raw, "test", map[string]string{"CLUSTER_NAME": "c1", "OPENSTACK_IMAGE_NAME": "img"})
+	if err != nil || set.Name != "c1-ccm" || set.StringData["cloud-config.yaml"] != "image: img\n" {
+		t.Errorf("got %+v, %v", set, err)
+	}
+}

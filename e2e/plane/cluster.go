@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
@@ -136,7 +137,9 @@ type ClusterVariables struct {
 
 // RenderCluster renders templates/cluster-template-shared-network.yaml with
 // clusterctl's own variable processor (what `clusterctl generate cluster`
-// does) and returns its identity Secret and Cluster.
+// does) and returns its identity Secret and Cluster. The template's
+// ClusterResourceSet and its Secret (the cloud controller manager) are left
+// out: the plane runs that CCM as a process (cloudControllerManagers).
 func (p *Plane) RenderCluster(v ClusterVariables) (*corev1.Secret, *clusterv1.Cluster, error) {
 	raw, err := os.ReadFile(filepath.Join(p.opts.Root, filepath.FromSlash(ClusterTemplateFile)))
 	if err != nil {
@@ -182,8 +185,13 @@ func (p *Plane) RenderCluster(v ClusterVariables) (*corev1.Secret, *clusterv1.Cl
 		}
 		switch tm.Kind {
 		case "Secret":
-			sec = &corev1.Secret{}
-			err = yaml.UnmarshalStrict(doc, sec)
+			s := &corev1.Secret{}
+			if err = yaml.UnmarshalStrict(doc, s); err == nil && s.Type != addonsv1.ClusterResourceSetSecretType {
+				sec = s
+			}
+		case "ClusterResourceSet":
+			// With its Secret above: the cloud controller manager, which the
+			// plane runs itself (cloudControllerManagers, RenderCloudConfig).
 		case "Cluster":
 			cluster = &clusterv1.Cluster{}
 			err = yaml.UnmarshalStrict(doc, cluster)

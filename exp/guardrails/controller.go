@@ -347,7 +347,7 @@ func NodeAddressViolation(addresses []corev1.NodeAddress, clusterCIDR netip.Pref
 	}
 	if len(internal) > 0 {
 		if ip, err := netip.ParseAddr(internal[0]); err != nil || !clusterCIDR.Contains(ip) {
-			return fmt.Sprintf("InternalIP %s is not on the cluster network %s: configure the OpenStack cloud controller manager's [Networking] address-sort-order = %s (templates/cloud-config-shared-network.yaml does) so the cluster address comes first", internal[0], clusterCIDR, clusterCIDR)
+			return fmt.Sprintf("InternalIP %s is not on the cluster network %s: configure the OpenStack cloud controller manager's [Networking] address-sort-order = %s (templates/cluster-template-shared-network.yaml does) so the cluster address comes first", internal[0], clusterCIDR, clusterCIDR)
 		}
 	}
 	if !hasShared && sharedAddress != "" {
