@@ -17,23 +17,85 @@ limitations under the License.
 package controllers
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// freeAddresses is what an administrator alerts on before nodegroups stop
-// joining: nodes that cannot get an address never join the cluster.
-var freeAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "capo_sharednet_subnet_free_addresses",
-	Help: "Free addresses in the allocation pools of a shared subnet, as last read from Neutron.",
-}, []string{"sharednetwork", "subnet"})
+// The subnet gauges share their labels, so `free - reserved < 0` (the subnet
+// cannot fit what its nodegroups may still take: the capacity rule refuses
+// their growth) is an alert expression without any matching clause.
+var (
+	// freeAddresses is what an administrator alerts on before nodegroups
+	// stop joining: nodes that cannot get an address never join the cluster.
+	freeAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capo_sharednet_subnet_free_addresses",
+		Help: "Free addresses in the allocation pools of a shared subnet, as last read from Neutron.",
+	}, []string{"sharednetwork", "subnet"})
+
+	// reservedAddresses is what the capacity rule keeps free for the
+	// nodegroups already using (or asking for) the subnet: per nodegroup,
+	// one address per node at its maximum size plus one per availability
+	// zone (a rolling update's surge), minus the addresses it holds
+	// (rules.Consumer.Headroom).
+	reservedAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capo_sharednet_subnet_reserved_addresses",
+		Help: "Addresses of a shared subnet its nodegroups may still take: per nodegroup, its maximum size plus one per availability zone, minus the addresses it holds. Fewer free addresses than this: their growth is refused.",
+	}, []string{"sharednetwork", "subnet"})
+)
 
 func init() {
-	metrics.Registry.MustRegister(freeAddresses)
+	metrics.Registry.MustRegister(freeAddresses, reservedAddresses)
 }
 
-// forgetFreeAddresses deletes every series of a SharedNetwork: a deleted
-// network or subnet must not keep alerting with its last value.
-func forgetFreeAddresses(sharedNetwork string) {
-	freeAddresses.DeletePartialMatch(prometheus.Labels{"sharednetwork": sharedNetwork})
+// subnetMetrics are one subnet's values; reserved is nil when its consumers
+// could not be sized (its series is then absent, never a wrong value).
+type subnetMetrics struct {
+	subnet   string
+	free     int64
+	reserved *int
+}
+
+// published are the subnets each SharedNetwork has series for, so a new
+// set replaces the old one without a moment with no series.
+var published = struct {
+	sync.Mutex
+	subnets map[string]map[string]bool
+}{subnets: map[string]map[string]bool{}}
+
+// publishSubnets sets the series of sharedNetwork to subnets and deletes
+// those of any other subnet: a subnet that left the SharedNetwork must not
+// keep alerting with its last value.
+func publishSubnets(sharedNetwork string, subnets []subnetMetrics) {
+	published.Lock()
+	defer published.Unlock()
+	now := map[string]bool{}
+	for _, s := range subnets {
+		now[s.subnet] = true
+		freeAddresses.WithLabelValues(sharedNetwork, s.subnet).Set(float64(s.free))
+		if s.reserved != nil {
+			reservedAddresses.WithLabelValues(sharedNetwork, s.subnet).Set(float64(*s.reserved))
+		} else {
+			reservedAddresses.DeleteLabelValues(sharedNetwork, s.subnet)
+		}
+	}
+	for subnet := range published.subnets[sharedNetwork] {
+		if !now[subnet] {
+			freeAddresses.DeleteLabelValues(sharedNetwork, subnet)
+			reservedAddresses.DeleteLabelValues(sharedNetwork, subnet)
+		}
+	}
+	published.subnets[sharedNetwork] = now
+}
+
+// forgetSubnetMetrics deletes every series of a SharedNetwork: a deleted
+// network must not keep alerting with its last values.
+func forgetSubnetMetrics(sharedNetwork string) {
+	published.Lock()
+	defer published.Unlock()
+	delete(published.subnets, sharedNetwork)
+	for _, g := range []*prometheus.GaugeVec{freeAddresses, reservedAddresses} {
+		g.DeletePartialMatch(prometheus.Labels{"sharednetwork": sharedNetwork})
+	}
 }

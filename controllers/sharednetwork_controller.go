@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,6 +45,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
 
@@ -127,7 +129,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sn); err != nil {
 		if apierrors.IsNotFound(err) {
-			forgetFreeAddresses(req.Name)
+			forgetSubnetMetrics(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -148,9 +150,11 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		if len(consumers) > 0 {
 			r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
 				fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", len(consumers)))
-			return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
+			err := r.patchStatus(ctx, sn, before)
+			r.publishMetrics(ctx, sn)
+			return reconcile.Result{RequeueAfter: r.resync()}, err
 		}
-		forgetFreeAddresses(sn.Name)
+		forgetSubnetMetrics(sn.Name)
 		if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
 			return reconcile.Result{}, r.Client.Update(ctx, sn)
 		}
@@ -171,7 +175,9 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	// Facts are read again when the spec or the credential changed, or the
 	// resync interval passed; otherwise no OpenStack call is made.
 	if wait, fresh := r.fresh(sn, secret); fresh {
-		return reconcile.Result{RequeueAfter: wait}, r.patchStatus(ctx, sn, before)
+		err := r.patchStatus(ctx, sn, before)
+		r.publishMetrics(ctx, sn)
+		return reconcile.Result{RequeueAfter: wait}, err
 	}
 
 	var result reconcile.Result
@@ -183,7 +189,9 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	sn.Status.ObservedGeneration = sn.Generation
 	sn.Status.ObservedIdentityVersion = secret.ResourceVersion
-	if err := r.patchStatus(ctx, sn, before); err != nil {
+	err = r.patchStatus(ctx, sn, before)
+	r.publishMetrics(ctx, sn)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if result.RequeueAfter == 0 {
@@ -237,12 +245,35 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 	sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
 	r.setReady(sn, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
 		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets)))
-	// A subnet no longer in the facts has no series left behind.
-	forgetFreeAddresses(sn.Name)
-	for _, s := range facts.Subnets {
-		freeAddresses.WithLabelValues(sn.Name, s.ID).Set(float64(s.FreeAddresses))
-	}
 	return reconcile.Result{}
+}
+
+// publishMetrics exports the subnet gauges of every subnet both offered
+// (spec) and read (status): the free addresses as last read from Neutron,
+// and what the nodegroups using the subnet may still take, sized by the
+// capacity rule's own preflight.SubnetConsumers and rules.Consumer.Headroom
+// from the manager's cache (no OpenStack call). A subnet that left the
+// SharedNetwork has no series left behind.
+func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *sharednetv1.SharedNetwork) {
+	var out []subnetMetrics
+	for _, s := range sn.Status.Subnets {
+		if !slices.Contains(sn.Spec.Subnets, s.ID) {
+			continue
+		}
+		m := subnetMetrics{subnet: s.ID, free: s.FreeAddresses}
+		consumers, err := preflight.SubnetConsumers(ctx, r.Client, sn, s.ID, "")
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "cannot size the nodegroups of a shared subnet: its reserved-addresses series is left out", "sharedNetwork", sn.Name, "subnet", s.ID)
+		} else {
+			reserved := 0
+			for _, c := range consumers {
+				reserved += c.Headroom()
+			}
+			m.reserved = &reserved
+		}
+		out = append(out, m)
+	}
+	publishSubnets(sn.Name, out)
 }
 
 func (r *SharedNetworkReconciler) consumers(ctx context.Context, name string) ([]sharednetv1.Consumer, error) {

@@ -449,14 +449,27 @@ func (c *Checker) clusterNetwork(ctx context.Context, cluster *clusterv1.Cluster
 func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster, topology string, sn *sharednetv1.SharedNetwork, subnet string) (*rules.Size, []rules.Consumer, error) {
 	self := sizeOf(cluster, topology)
 	var err error
-	if self.Attached, err = c.attachedAddresses(ctx, cluster, topology); err != nil {
+	if self.Attached, err = attachedAddresses(ctx, c.Reader, cluster, topology); err != nil {
 		return nil, nil, err
 	}
-	clusters := &clusterv1.ClusterList{}
-	if err := c.Reader.List(ctx, clusters); err != nil {
-		return nil, nil, fmt.Errorf("listing Clusters: %w", err)
+	others, err := SubnetConsumers(ctx, c.Reader, sn, subnet, rules.ConsumerName(cluster.Namespace, cluster.Name, topology))
+	if err != nil {
+		return nil, nil, err
 	}
-	var others []rules.Consumer
+	return self, others, nil
+}
+
+// SubnetConsumers sizes every nodegroup, of every cluster, whose variable
+// names subnet of SharedNetwork sn, except the one named except
+// (rules.ConsumerName; "" for none): the consumers the capacity rule reserves
+// room for. The SharedNetwork controller exports the sum of their headroom
+// (capo_sharednet_subnet_reserved_addresses).
+func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
+	clusters := &clusterv1.ClusterList{}
+	if err := reader.List(ctx, clusters); err != nil {
+		return nil, fmt.Errorf("listing Clusters: %w", err)
+	}
+	var out []rules.Consumer
 	for i := range clusters.Items {
 		cl := &clusters.Items[i]
 		values, err := variables.Nodegroups(cl)
@@ -464,10 +477,8 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 			continue
 		}
 		for other, value := range values {
-			if client.ObjectKeyFromObject(cl) == client.ObjectKeyFromObject(cluster) && other == topology {
-				continue
-			}
-			if value.Name != sn.Name {
+			name := rules.ConsumerName(cl.Namespace, cl.Name, other)
+			if name == except || value.Name != sn.Name {
 				continue
 			}
 			if s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet); v != nil || s != subnet {
@@ -476,22 +487,22 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 			size := sizeOf(cl, other)
 			maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
 			if v != nil {
-				return nil, nil, fmt.Errorf("nodegroup %s: %w", rules.ConsumerName(cl.Namespace, cl.Name, other), v)
+				return nil, fmt.Errorf("nodegroup %s: %w", name, v)
 			}
-			attached, err := c.attachedAddresses(ctx, cl, other)
+			attached, err := attachedAddresses(ctx, reader, cl, other)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			others = append(others, rules.Consumer{Name: rules.ConsumerName(cl.Namespace, cl.Name, other), MaxSize: maxSize,
+			out = append(out, rules.Consumer{Name: name, MaxSize: maxSize,
 				Zones: rules.Zones(size.FailureDomain, size.ClusterFailureDomains), Attached: attached})
 		}
 	}
-	return self, others, nil
+	return out, nil
 }
 
 // attachedAddresses are the addresses a nodegroup holds on its subnet.
-func (c *Checker) attachedAddresses(ctx context.Context, cluster *clusterv1.Cluster, topology string) (int, error) {
-	attachment, err := attachments.Get(ctx, c.Reader, cluster.Namespace, cluster.Name, topology)
+func attachedAddresses(ctx context.Context, reader client.Reader, cluster *clusterv1.Cluster, topology string) (int, error) {
+	attachment, err := attachments.Get(ctx, reader, cluster.Namespace, cluster.Name, topology)
 	if attachment == nil {
 		return 0, err
 	}
