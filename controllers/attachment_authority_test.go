@@ -273,10 +273,10 @@ func TestAShareDeletedBehindTheExtensionsBackIsMadeAgain(t *testing.T) {
 func TestDetachUnsharesWhatNeutronHoldsForTheVerifiedProject(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		break_ func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment)
+		damage func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment)
 	}{
-		{name: "a lost status still unshares", break_: func(_ *authorityStory, a *sharednetv1.SharedNetworkAttachment) { a.Status.Share = nil }},
-		{name: "a status pointing at another project's share cannot make it delete that one", break_: func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment) {
+		{name: "a lost status still unshares", damage: func(_ *authorityStory, a *sharednetv1.SharedNetworkAttachment) { a.Status.Share = nil }},
+		{name: "a status pointing at another project's share cannot make it delete that one", damage: func(s *authorityStory, a *sharednetv1.SharedNetworkAttachment) {
 			victim, _ := (&fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}).Share(context.Background(), s.network, "victim-project")
 			a.Status.Share = &sharednetv1.Share{ProjectID: "victim-project", RBACPolicyID: victim}
 		}},
@@ -286,7 +286,7 @@ func TestDetachUnsharesWhatNeutronHoldsForTheVerifiedProject(t *testing.T) {
 			s := newAuthorityStory(t, true, nil)
 			s.reconcile()
 			a := s.attachment("md-a")
-			tt.break_(s, a)
+			tt.damage(s, a)
 			g.Expect(s.client.Status().Update(context.Background(), a)).To(Succeed())
 			c := s.cluster()
 			s.update(c, func() { variables.SetOverride(c, "md-a", nil) })

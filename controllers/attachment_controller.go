@@ -298,7 +298,7 @@ func (r *AttachmentReconciler) runsWithPort(ctx context.Context, cluster *cluste
 	}
 	prefix, err := netip.ParsePrefix(facts.CIDR)
 	if err != nil {
-		return false, nil
+		return false, nil //nolint:nilerr // no usable facts: not known to run with the port (the rules report the CIDR)
 	}
 	rollout, carries, err := r.measure(ctx, cluster.Namespace, cluster.Name, topology, prefix)
 	return carries && len(rollout.Nodes) > 0, err
@@ -346,7 +346,7 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 		return reconcile.Result{}, err
 	}
 	a.Status.DesiredNodes = rollout.Desired
-	a.Status.AttachedNodes = int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
+	a.Status.AttachedNodes = int32(len(rollout.Nodes))
 	a.Status.Nodes = rollout.Nodes
 	r.observeLoadBalancers(ctx, cluster, a)
 	if attaching && cluster != nil {

@@ -65,7 +65,7 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, int32(len(rollout.Nodes)) //nolint:gosec // a nodegroup's size
+		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, int32(len(rollout.Nodes))
 		if !rollout.Detached(carries) {
 			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
 				fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(rollout.Nodes), a.Spec.Subnet))

@@ -51,6 +51,7 @@ type networkStory struct {
 }
 
 func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
+	t.Helper()
 	s := &networkStory{t: t, cloud: fakecloud.New(), now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 	network, subnet := s.cloud.AddNetwork("vm-project", 1450, "172.16.5.0/24")
 	s.subnet = subnet

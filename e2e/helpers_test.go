@@ -88,7 +88,7 @@ func (t *timeline) write(root string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "timeline.txt")
-	return path, os.WriteFile(path, []byte(t.String()), 0o644) //nolint:gosec // a report
+	return path, os.WriteFile(path, []byte(t.String()), 0o644)
 }
 
 // ledger counts the Machines of a cluster created and deleted, by polling
@@ -219,7 +219,7 @@ func names(ms []string) []string {
 // the ClusterClass of templates/. Names are prefixes plus a random suffix.
 func newStory(ctx SpecContext, prefix, clusterPrefix, cidr string) (ns, cluster, sharedNetwork string, vmNet plane.VMNetwork) {
 	GinkgoHelper()
-	suffix := fmt.Sprintf("%05x", rand.IntN(1<<20)) //nolint:gosec // a name
+	suffix := fmt.Sprintf("%05x", rand.IntN(1<<20))
 	ns, cluster, sharedNetwork = prefix+suffix, clusterPrefix+suffix, prefix+suffix
 	Expect(pl.Namespace(ctx, ns, map[string]string{plane.GrantLabel: "true"})).To(Succeed())
 	vmNet, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: sharedNetwork + "-vm-net", CIDR: cidr})

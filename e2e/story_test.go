@@ -45,7 +45,7 @@ import (
 
 // The story of the guide (docs/ and the product page), in its order: attach
 // a nodegroup, see bad requests refused, see a load balancer block the
-// detach, detach, and delete a cluster that still has a load balancer on a
+// detach, then detach, and delete a cluster that still has a load balancer on a
 // shared subnet.
 var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), func() {
 	const (

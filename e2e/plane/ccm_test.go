@@ -17,6 +17,7 @@ limitations under the License.
 package plane
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,7 +67,7 @@ func TestTheCloudControllerManagerRunsAsTheTemplateConfiguresIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != string(clouds) {
+	if !bytes.Equal(got, clouds) {
 		t.Errorf("clouds.yaml is %q, want the cluster's own %q", got, clouds)
 	}
 }

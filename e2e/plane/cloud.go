@@ -92,7 +92,7 @@ func ReadClouds(path string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no clouds.yaml: start the OpenStack test bed (hack/openstack-testbed/testbed.sh start) and pass its clouds.yaml")
 	}
-	return os.ReadFile(path) //nolint:gosec // a path the caller chose
+	return os.ReadFile(path)
 }
 
 // OneCloud returns a clouds.yaml holding only the entry `from`, renamed to

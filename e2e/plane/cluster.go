@@ -25,7 +25,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,8 +237,6 @@ func (p *Plane) WaitForClusterClass(ctx context.Context, namespace, name string)
 	}
 	return nil
 }
-
-func jsonValue(raw string) apiextensionsv1.JSON { return apiextensionsv1.JSON{Raw: []byte(raw)} }
 
 // renderTemplate renders a file of templates/ with clusterctl's own variable
 // processor (what `clusterctl generate` does; every variable must be set)

@@ -402,7 +402,7 @@ func names(ps []*process) []string {
 }
 
 func apiServerLog(env *envtest.Environment, path string) error {
-	f, err := os.Create(path) //nolint:gosec // a file in the plane's folder
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
@@ -413,7 +413,7 @@ func apiServerLog(env *envtest.Environment, path string) error {
 
 // setLoggers sends the in-process stand-ins' logs to a file.
 func setLoggers(path string) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) //nolint:gosec // a file in the plane's folder
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
 	}
@@ -541,7 +541,7 @@ func (p *Plane) writeState() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(p.Dir, "plane.json"), raw, 0o644) //nolint:gosec // not secret: paths and pids
+	return os.WriteFile(filepath.Join(p.Dir, "plane.json"), raw, 0o644)
 }
 
 // Logs is the folder with every component's log.

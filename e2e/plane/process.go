@@ -76,7 +76,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	// Kubernetes components serve their health on HTTPS with a self-signed
 	// certificate; only 127.0.0.1 is asked, and only for a status code.
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback health probe
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	for {
 		select {
@@ -155,12 +155,12 @@ func wrapAssets(dir, into string) (string, error) {
 		return "", err
 	}
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		real := filepath.Join(dir, bin)
-		if _, err := os.Stat(real); err != nil {
+		built := filepath.Join(dir, bin)
+		if _, err := os.Stat(built); err != nil {
 			return "", fmt.Errorf("%s not found in %s (run hack/ensure-envtest-assets.sh): %w", bin, dir, err)
 		}
-		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, real)
-		if err := os.WriteFile(filepath.Join(into, bin), []byte(script), 0o755); err != nil { //nolint:gosec // an executable wrapper
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, built)
+		if err := os.WriteFile(filepath.Join(into, bin), []byte(script), 0o755); err != nil {
 			return "", err
 		}
 	}

@@ -96,7 +96,7 @@ func (p *Plane) WaitForLoadBalancerIP(ctx context.Context, key client.ObjectKey,
 		return false, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("Service %s has no load balancer after %s (last event %q; see the cloud controller manager's log in %s): %w", key, timeout, last, p.Logs(), err)
+		return "", fmt.Errorf("the Service %s has no load balancer after %s (last event %q; see the cloud controller manager's log in %s): %w", key, timeout, last, p.Logs(), err)
 	}
 	return ip, nil
 }

@@ -126,7 +126,7 @@ func (s *nodeSimulator) sync(ctx context.Context) error {
 	// Nodes of clusters that are gone.
 	for _, rest := range byCluster {
 		for i := range rest {
-			if err := s.workload.Delete(ctx, &rest[i]); client.IgnoreNotFound(err) != nil {
+			if err := s.workload.Delete(ctx, &rest[i]); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -174,7 +174,7 @@ func (s *nodeSimulator) syncCluster(ctx context.Context, c *clusterv1.Cluster, e
 		n := &existing[i]
 		id := ServerID(n.Spec.ProviderID)
 		if _, ok := active[id]; !ok {
-			if err := s.workload.Delete(ctx, n); client.IgnoreNotFound(err) != nil {
+			if err := s.workload.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 			continue

@@ -154,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	params := r.params(ctx, cluster, clusterSubnet.ID, attached)
 	policy, binding, cm := Objects(params)
 	for _, obj := range []client.Object{cm, policy, binding} {
-		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // SSA of typed objects
+		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
 			return reconcile.Result{}, fmt.Errorf("installing %T %s in the workload cluster: %w", obj, obj.GetName(), err)
 		}
 	}

@@ -53,7 +53,7 @@ func down(d *dirs) error {
 		if err := x.deleteOffer(ctx); err != nil {
 			return err
 		}
-		x.say("stopping the local management plane (pid %d)", pid)
+		x.sayf("stopping the local management plane (pid %d)", pid)
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		for i := 0; i < 60 && syscall.Kill(pid, 0) == nil; i++ {
 			time.Sleep(time.Second)
@@ -62,25 +62,25 @@ func down(d *dirs) error {
 			return fmt.Errorf("the plane (pid %d) did not stop within a minute; see %s", pid, d.planeLog())
 		}
 	} else {
-		x.say("no local management plane is running")
+		x.sayf("no local management plane is running")
 	}
 	_ = os.Remove(d.pidFile())
 	_ = os.RemoveAll(d.plane)
 
-	if out, err := exec.Command(x.bed, "clouds").Output(); err == nil { //nolint:gosec // our own script
+	if out, err := exec.Command(x.bed, "clouds").Output(); err == nil {
 		x.cloudsPath = strings.TrimSpace(string(out))
 		if x.clouds, err = plane.ReadClouds(x.cloudsPath); err == nil {
 			x.deleteVMNetwork(ctx)
 		}
 	}
 	if _, err := os.Stat(d.marker("testbed-started-by-demo")); err == nil {
-		x.say("stopping the OpenStack test bed (the demo started it)")
+		x.sayf("stopping the OpenStack test bed (the demo started it)")
 		if err := run(d.root, os.Stdout, x.bed, "stop"); err != nil {
 			return err
 		}
 		_ = os.Remove(d.marker("testbed-started-by-demo"))
 	}
-	x.say("all gone")
+	x.sayf("all gone")
 	return nil
 }
 
@@ -92,8 +92,8 @@ func (x *demo) deleteCluster(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
-	x.say("deleting Cluster %s/%s", demoNamespace, demoCluster)
-	if err := x.plane.Client.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
+	x.sayf("deleting Cluster %s/%s", demoNamespace, demoCluster)
+	if err := x.plane.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	s := newStatus(x)
@@ -118,8 +118,8 @@ func (x *demo) deleteOffer(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
-	x.say("deleting SharedNetwork %s (its finalizer removes the shares it holds)", demoNetwork)
-	if err := x.plane.Client.Delete(ctx, sn); client.IgnoreNotFound(err) != nil {
+	x.sayf("deleting SharedNetwork %s (its finalizer removes the shares it holds)", demoNetwork)
+	if err := x.plane.Client.Delete(ctx, sn); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -133,7 +133,7 @@ func (x *demo) deleteOffer(ctx context.Context) error {
 func (x *demo) deleteVMNetwork(ctx context.Context) {
 	vm, err := plane.NewCloud(ctx, x.clouds, plane.VMCloud)
 	if err != nil {
-		x.say("VM project not reachable (%v): network %s left as it is", err, vmNetworkName)
+		x.sayf("VM project not reachable (%v): network %s left as it is", err, vmNetworkName)
 		return
 	}
 	pages, err := networks.List(vm.Network, networks.ListOpts{Name: vmNetworkName, ProjectID: vm.ProjectID}).AllPages(ctx)
@@ -143,9 +143,9 @@ func (x *demo) deleteVMNetwork(ctx context.Context) {
 	all, _ := networks.ExtractNetworks(pages)
 	for _, n := range all {
 		if err := plane.DeleteVMNetwork(ctx, vm, n.ID, 2*time.Minute); err != nil {
-			x.say("VM project network %s: %v", vmNetworkName, err)
+			x.sayf("VM project network %s: %v", vmNetworkName, err)
 			continue
 		}
-		x.say("VM project network %s deleted", vmNetworkName)
+		x.sayf("VM project network %s deleted", vmNetworkName)
 	}
 }

@@ -55,7 +55,7 @@ func (s *status) show(line string) {
 		fmt.Printf("\r\033[K[%s] %s", s.x.clock(), line)
 		return
 	}
-	s.x.say("%s", line)
+	s.x.sayf("%s", line)
 }
 
 // done ends the in-place line.
@@ -63,7 +63,7 @@ func (s *status) done(line string) {
 	if s.tty {
 		fmt.Print("\r\033[K")
 	}
-	s.x.say("%s", line)
+	s.x.sayf("%s", line)
 }
 
 // waitWorkers shows the nodegroups coming up until every worker Machine runs
@@ -154,7 +154,7 @@ func (x *demo) watchAttach(ctx context.Context, before []plane.Machine, n plane.
 			attachTo, phase, replaced, want, oldLeft, strings.Join(addrs, " "))
 		if phase == string(sharednetv1.PhaseAttached) && oldLeft == 0 && replaced == want && len(addrs) == want {
 			s.done(line)
-			x.say("attached: every node of %s has an address on %s (%s)", attachTo, n.CIDR, n.SubnetID)
+			x.sayf("attached: every node of %s has an address on %s (%s)", attachTo, n.CIDR, n.SubnetID)
 			return nil
 		}
 		s.show(line)
@@ -190,7 +190,7 @@ Everything keeps running. Look around:
 
 Tear it all down (cluster, shared network, plane%[8]s):  make demo-down
 `, x.plane.Kubeconfig, demoNamespace, x.plane.WorkloadKubeconfig, clouds, vmNetworkName, rel(x.d.root, x.plane.Logs()), demoCluster, x.bedNote())
-	x.say("demo ready")
+	x.sayf("demo ready")
 }
 
 func (x *demo) bedNote() string {

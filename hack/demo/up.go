@@ -61,7 +61,7 @@ type demo struct {
 	bed        string // testbed.sh
 }
 
-func (x *demo) say(format string, args ...any) {
+func (x *demo) sayf(format string, args ...any) {
 	fmt.Printf("[%s] %s\n", x.clock(), fmt.Sprintf(format, args...))
 }
 
@@ -80,7 +80,7 @@ func up(d *dirs) error {
 		return err
 	}
 	// 2. kube-apiserver and etcd built from source (once).
-	x.say("kube-apiserver, kube-controller-manager and etcd: hack/ensure-envtest-assets.sh (builds them once, ~6 min cold)")
+	x.sayf("kube-apiserver, kube-controller-manager and etcd: hack/ensure-envtest-assets.sh (builds them once, ~6 min cold)")
 	if err := run(d.root, nil, filepath.Join(d.root, "hack", "ensure-envtest-assets.sh")); err != nil {
 		return err
 	}
@@ -100,11 +100,11 @@ func up(d *dirs) error {
 	if err != nil {
 		return err
 	}
-	x.say("VM project network %s: %s, subnet %s (%s), MTU %d", vmNetworkName, n.NetworkID, n.SubnetID, n.CIDR, n.MTU)
+	x.sayf("VM project network %s: %s, subnet %s (%s), MTU %d", vmNetworkName, n.NetworkID, n.SubnetID, n.CIDR, n.MTU)
 	if _, err := x.plane.OfferNetwork(ctx, demoNetwork, n, x.clouds, nil); err != nil {
 		return err
 	}
-	x.say("SharedNetwork %s offered to namespaces labelled %s=true", demoNetwork, plane.GrantLabel)
+	x.sayf("SharedNetwork %s offered to namespaces labelled %s=true", demoNetwork, plane.GrantLabel)
 
 	// 5. The cluster owner's ClusterClass and Cluster, from templates/.
 	if err := x.plane.Namespace(ctx, demoNamespace, map[string]string{plane.GrantLabel: "true"}); err != nil {
@@ -139,7 +139,7 @@ func up(d *dirs) error {
 		if err := x.plane.Apply(ctx, secret, cluster); err != nil {
 			return err
 		}
-		x.say("Cluster %s/%s created from %s (md-a and md-b, %d workers each)", demoNamespace, demoCluster, plane.ClusterTemplateFile, workers)
+		x.sayf("Cluster %s/%s created from %s (md-a and md-b, %d workers each)", demoNamespace, demoCluster, plane.ClusterTemplateFile, workers)
 	case err != nil:
 		return err
 	default:
@@ -159,9 +159,9 @@ func up(d *dirs) error {
 		if err := x.plane.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, attachTo, value) }); err != nil {
 			return fmt.Errorf("attaching %s: %w", attachTo, err)
 		}
-		x.say("attach: set sharedNetwork=%s on MachineDeployment topology %s", value, attachTo)
+		x.sayf("attach: set sharedNetwork=%s on MachineDeployment topology %s", value, attachTo)
 	} else {
-		x.say("md-a already carries sharedNetwork: showing where it stands")
+		x.sayf("md-a already carries sharedNetwork: showing where it stands")
 		before = nil // no rollout started by this run
 	}
 	if err := x.watchAttach(ctx, before, n); err != nil {
@@ -191,7 +191,7 @@ func (x *demo) guideService(ctx context.Context, n plane.VMNetwork) error {
 	if err := x.plane.WorkloadClient.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating Service %s in the workload cluster: %w", demoService, err)
 	}
-	x.say("Service %s (type LoadBalancer, the guide's three annotations) in the workload cluster: waiting for the OpenStack cloud controller manager", demoService)
+	x.sayf("Service %s (type LoadBalancer, the guide's three annotations) in the workload cluster: waiting for the OpenStack cloud controller manager", demoService)
 	vip, err := x.plane.WaitForLoadBalancerIP(ctx, demoService, 3*time.Minute)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (x *demo) guideService(ctx context.Context, n plane.VMNetwork) error {
 	if a, err := netip.ParseAddr(vip); err == nil && netip.MustParsePrefix(n.CIDR).Contains(a) {
 		where = "on the shared subnet"
 	}
-	x.say("internal load balancer of %s: VIP %s, %s %s (%s); its members are the nodes on the cluster subnet", demoService, vip, where, n.CIDR, n.SubnetID)
+	x.sayf("internal load balancer of %s: VIP %s, %s %s (%s); its members are the nodes on the cluster subnet", demoService, vip, where, n.CIDR, n.SubnetID)
 	return nil
 }
 
@@ -212,21 +212,21 @@ func hasValue(c *clusterv1.Cluster, topology string) bool {
 }
 
 func (x *demo) ensureTestbed() error {
-	if err := exec.Command(x.bed, "status").Run(); err == nil { //nolint:gosec // our own script
-		x.say("OpenStack test bed: running")
+	if err := exec.Command(x.bed, "status").Run(); err == nil {
+		x.sayf("OpenStack test bed: running")
 	} else {
-		x.say("OpenStack test bed: installing (apt-get, once, ~3 min) and starting (~1-2 min)")
+		x.sayf("OpenStack test bed: installing (apt-get, once, ~3 min) and starting (~1-2 min)")
 		if err := run(x.d.root, os.Stdout, x.bed, "install"); err != nil {
 			return err
 		}
 		if err := run(x.d.root, os.Stdout, x.bed, "start"); err != nil {
 			return err
 		}
-		if err := os.WriteFile(x.d.marker("testbed-started-by-demo"), nil, 0o644); err != nil { //nolint:gosec // a marker
+		if err := os.WriteFile(x.d.marker("testbed-started-by-demo"), nil, 0o644); err != nil {
 			return err
 		}
 	}
-	out, err := exec.Command(x.bed, "clouds").Output() //nolint:gosec // our own script
+	out, err := exec.Command(x.bed, "clouds").Output()
 	if err != nil {
 		return fmt.Errorf("testbed.sh clouds: %w", err)
 	}
@@ -255,7 +255,7 @@ func planePID(d *dirs) int {
 // command) unless it runs, and waits until it has written its state.
 func (x *demo) ensurePlane() error {
 	if pid := planePID(x.d); pid != 0 {
-		x.say("local management plane: running (pid %d)", pid)
+		x.sayf("local management plane: running (pid %d)", pid)
 		return nil
 	}
 	self, err := os.Executable()
@@ -268,19 +268,19 @@ func (x *demo) ensurePlane() error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(self, "plane") //nolint:gosec // this very program
+	cmd := exec.Command(self, "plane")
 	cmd.Dir = x.d.root
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(x.d.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil { //nolint:gosec // a pid
+	if err := os.WriteFile(x.d.pidFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	x.say("local management plane: starting (pid %d, log %s); the first run builds CAPI, CABPK, KCP and CAPO from source (~3-4 min)", cmd.Process.Pid, rel(x.d.root, x.d.planeLog()))
+	x.sayf("local management plane: starting (pid %d, log %s); the first run builds CAPI, CABPK, KCP and CAPO from source (~3-4 min)", cmd.Process.Pid, rel(x.d.root, x.d.planeLog()))
 	shown := 0
 	for {
 		// Relay the plane's progress lines.
@@ -289,7 +289,7 @@ func (x *demo) ensurePlane() error {
 			i := 0
 			for sc.Scan() {
 				if i >= shown {
-					x.say("  plane: %s", sc.Text())
+					x.sayf("  plane: %s", sc.Text())
 					shown++
 				}
 				i++

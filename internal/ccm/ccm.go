@@ -53,13 +53,13 @@ func LoadBalancerName(ccmCluster, namespace, name string) string {
 type Owner int
 
 const (
-	// Unattributed: no CCM name or tag; made by hand or by another tool.
+	// Unattributed means no CCM name or tag; made by hand or by another tool.
 	Unattributed Owner = iota
-	// ThisCluster: every CCM name and tag it carries is this cluster's.
+	// ThisCluster means every CCM name and tag it carries is this cluster's.
 	ThisCluster
-	// OtherCluster: it carries only other clusters' CCM names.
+	// OtherCluster means it carries only other clusters' CCM names.
 	OtherCluster
-	// Shared: it carries this cluster's and another cluster's names (a
+	// Shared means it carries this cluster's and another cluster's names (a
 	// Service of each uses it): it is never deleted for one of them.
 	Shared
 )

@@ -201,7 +201,6 @@ func TestBeforeClusterDeleteOfAClusterWithoutAttachmentNeedsNoCloud(t *testing.T
 	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess))
 	g.Expect(resp.RetryAfterSeconds).To(BeZero())
 	g.Expect(strings.TrimSpace(resp.Message)).To(BeEmpty())
-
 }
 
 // The hook is the third writer of an attachment's status: it owns

@@ -153,7 +153,7 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 		}
 		subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
 		if v != nil {
-			return nil, nil
+			return nil, nil //nolint:nilerr // no port; admission and the attachment's Shared condition report v
 		}
 		return h.grantedPort(ctx, cluster.Namespace, sn, subnet)
 	}

@@ -45,6 +45,7 @@ const mdName = "demo-md-a-x7k2p"
 // client: namespace team-a, granted SharedNetwork "vm" (network net-1,
 // subnet sub-1), and whatever a case adds.
 func patchWorld(t *testing.T, objs ...client.Object) *Handlers {
+	t.Helper()
 	scheme := sharednetscheme.New()
 	base := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"vm": "yes"}}},

@@ -67,7 +67,7 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 	if err != nil {
 		return out, err
 	}
-	out.MTU = int32(network.MTU) //nolint:gosec // MTUs fit
+	out.MTU = int32(network.MTU)
 	var missing []string
 	for _, id := range sn.Spec.Subnets {
 		i := slices.IndexFunc(subnets, func(s openstack.Subnet) bool { return s.ID == id })
@@ -77,7 +77,7 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 		}
 		s := subnets[i]
 		status := sharednetv1.SubnetStatus{
-			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion), //nolint:gosec // 4 or 6
+			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion),
 			UsedAddresses: openstack.UsedInPools(s.AllocationPools, addresses[s.ID]),
 			FreeAddresses: openstack.FreeAddresses(s.AllocationPools, addresses[s.ID]),
 		}

@@ -30,12 +30,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capo-sharednet/capo-sharednet/internal/version"
 	"github.com/gophercloud/gophercloud/v2"
 	gcopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/utils/v2/openstack/clientconfig"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/version"
 )
 
 // The keys of a clouds.yaml Secret, the same as CAPO's identityRef Secrets.
@@ -126,7 +127,7 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	provider.UserAgent.Prepend(version.UserAgent())
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cred.Cloud.Verify != nil {
-		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify //nolint:gosec // the cloud's own setting
+		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify
 	}
 	// A blank cacert (CAPO's templates default it to one newline) means the
 	// host's CAs, as CAPO reads it.

@@ -100,7 +100,7 @@ func (s *Session) listShares(ctx context.Context, networkID, projectID string) (
 // policy (409), which is read as "it exists".
 func (s *Session) Share(ctx context.Context, networkID, projectID string) (string, error) {
 	var lastErr error
-	for attempt := 0; attempt < s.retry.attempts; attempt++ {
+	for range s.retry.attempts {
 		id, err := s.FindShare(ctx, networkID, projectID)
 		if err != nil {
 			return "", err

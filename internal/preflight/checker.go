@@ -154,7 +154,7 @@ func (c *Checker) Attach(ctx context.Context, cluster *clusterv1.Cluster, topolo
 // MaxFactAge are not judged (nil).
 func (c *Checker) StillFits(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
 	if sn, err := c.sharedNetwork(ctx, value.Name); err != nil || sn == nil || !c.fresh(sn) {
-		return nil
+		return nil //nolint:nilerr // facts that cannot be read are not judged, as stale ones are not
 	}
 	n, err := c.growFacts(ctx, cluster, topology, value, false)
 	return judge(cluster, n, err)

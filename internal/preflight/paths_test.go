@@ -56,6 +56,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
+	t.Helper()
 	cloud := fakecloud.New()
 	network, subnet := cloud.AddNetwork("vm-project", 1450, "172.16.5.0/24")
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)

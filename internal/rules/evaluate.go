@@ -30,18 +30,18 @@ import (
 type Check int
 
 const (
-	// CheckAttach: a sharedNetwork value is set, or its subnet changed.
+	// CheckAttach is for a nodegroup whose sharedNetwork value is set, or its subnet changed.
 	// Every rule whose facts are there runs.
 	CheckAttach Check = iota
-	// CheckGrow: an attached nodegroup may take more of its subnet: the
+	// CheckGrow is for an attached nodegroup may take more of its subnet: the
 	// grant (a revoked grant allows no more nodes), its subnet, the MTU and
 	// capacity.
 	CheckGrow
-	// CheckFit: an attached nodegroup against the cloud as it is now (the
+	// CheckFit judges an attached nodegroup against the cloud as it is now (the
 	// attachment controller's CloudFits, never a refusal): its subnet, the
 	// MTU and capacity.
 	CheckFit
-	// CheckDetach: a value is removed or changed: no load balancer of the
+	// CheckDetach is for a value removed or changed: no load balancer of the
 	// cluster may be left on the subnet.
 	CheckDetach
 )

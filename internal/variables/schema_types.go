@@ -14,6 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Package variables takes the variable's schema from this file (controller-gen).
+//
 // +groupName=variables.sharednet.capo.io
 // +versionName=v1alpha1
 package variables
@@ -29,7 +31,7 @@ import (
 // zz_generated.schema.yaml; it is never served as a resource.
 //
 // +kubebuilder:object:root=true
-type sharedNetworkVariableHolder struct {
+type sharedNetworkVariableHolder struct { //nolint:unused // read by controller-gen, not by Go
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

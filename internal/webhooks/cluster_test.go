@@ -55,6 +55,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
 	cloud := fakecloud.New()
 	clusterNet, clusterSubnet := cloud.AddNetwork("cluster-project", 1450, "10.6.0.0/24")
 	f := &fixture{cloud: cloud}
@@ -91,6 +92,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) validator(t *testing.T) *ClusterValidator {
+	t.Helper()
 	scheme := sharednetscheme.New()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).Build()
 	project := &fakecloud.Project{Cloud: f.cloud, ID: "cluster-project"}
@@ -108,6 +110,7 @@ func (f *fixture) validator(t *testing.T) *ClusterValidator {
 // decide sends old -> now through the webhook as the API server does; nil
 // old is a create.
 func (f *fixture) decide(t *testing.T, old, now *clusterv1.Cluster) admission.Response {
+	t.Helper()
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create}}
 	raw, err := json.Marshal(now)
 	if err != nil {

@@ -321,6 +321,7 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 // (admission asks the cluster's project with it), and a Cluster with md-a and
 // md-b; it returns the Cluster once both nodegroups have their MachineSet.
 func clusterOfTheExtension(ctx context.Context, t *testing.T, ns, class, name string) (*clusterv1.Cluster, state) {
+	t.Helper()
 	g := NewWithT(t)
 	clusterIdentity(ctx, t, ns, class)
 	objs := testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
@@ -366,6 +367,7 @@ var (
 // OpenStackClusterTemplate names (<class>-cloud-config, cloud "openstack")
 // with the test bed's cluster-project credential.
 func clusterIdentity(ctx context.Context, t *testing.T, ns, class string) {
+	t.Helper()
 	g := NewWithT(t)
 	var clouds map[string]map[string]any
 	g.Expect(yaml.Unmarshal(testbed.CloudsYAML(t), &clouds)).To(Succeed())
@@ -392,11 +394,11 @@ func grantedNamespace(ctx context.Context, g Gomega) string {
 // createSharedNetworks creates the administrator's SharedNetworks over real
 // networks of the test bed's VM project and waits until their controller has
 // read the facts from Neutron: admission decides on fresh facts only.
-func createSharedNetworks(ctx context.Context, t testing.TB) {
-	t.Helper()
-	g := NewWithT(t)
-	clouds := testbed.CloudsYAML(t) // skips without the test bed
-	vm := testbed.NewClients(t, testbed.VMProject)
+func createSharedNetworks(ctx context.Context, tb testing.TB) {
+	tb.Helper()
+	g := NewWithT(tb)
+	clouds := testbed.CloudsYAML(tb) // skips without the test bed
+	vm := testbed.NewClients(tb, testbed.VMProject)
 	fixtureOnce.Do(func() { fixtureErr = makeNetworks(ctx, vm.Network) })
 	g.Expect(fixtureErr).NotTo(HaveOccurred())
 

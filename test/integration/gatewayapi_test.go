@@ -52,7 +52,7 @@ func installGatewayAPI(t *testing.T) {
 	}
 }
 
-// gateway is an Envoy Gateway Gateway (providers.EnvoyGateway).
+// gateway is a Gateway of Envoy Gateway (providers.EnvoyGateway).
 func gateway(namespace, name string, annotations map[string]string) *unstructured.Unstructured {
 	return providers.EnvoyGateway(namespace, name, annotations)
 }

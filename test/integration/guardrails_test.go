@@ -20,9 +20,10 @@ import (
 	"context"
 	"fmt"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"testing"
 	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"

@@ -92,7 +92,7 @@ func startExtension(ctx context.Context) error {
 	mgr, err := manager.NewManager(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
 		HealthProbeBindAddress: "0",
-		Namespace: install.Namespace, Resync: resync,
+		Namespace:              install.Namespace, Resync: resync,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
 			openstackRequests.Next = next
 			return openstackRequests

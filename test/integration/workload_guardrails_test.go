@@ -80,7 +80,7 @@ func TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(ctx, old)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, old) })
-	// And an Envoy Gateway Gateway whose load balancer could not reach the nodes.
+	// And a Gateway of Envoy Gateway whose load balancer could not reach the nodes.
 	installGatewayAPI(t)
 	oldGateway := gateway(workloadNS, "gateway-made-before", map[string]string{guardrails.InternalAnnotation: "true", guardrails.SubnetAnnotation: vmSubnet})
 	// (Eventually: the API server may still hold the policy an earlier test removed.)

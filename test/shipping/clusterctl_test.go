@@ -17,6 +17,7 @@ limitations under the License.
 package shipping
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -351,7 +352,7 @@ func apply(t *testing.T, ctx context.Context, c client.Client, obj *unstructured
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
 	opts = append(opts, fieldOwner, client.ForceOwnership)
-	if err := c.Patch(ctx, obj, client.Apply, opts...); err != nil { //nolint:staticcheck // unstructured objects from YAML
+	if err := c.Patch(ctx, obj, client.Apply, opts...); err != nil {
 		t.Errorf("server-side apply (%v) of %s %s/%s: %v", opts, obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
 }
@@ -434,7 +435,7 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 		}
 		return meta.IsStatusConditionTrue(ec.Status.Conditions, runtimev1.ExtensionConfigDiscoveredCondition), nil
 	})
-	if string(ec.Spec.ClientConfig.CABundle) != string(e.CAData) {
+	if !bytes.Equal(ec.Spec.ClientConfig.CABundle, e.CAData) {
 		t.Errorf("caBundle was not injected from Secret %s/%s", ns, certSecret)
 	}
 	var names []string
@@ -490,6 +491,7 @@ var clusterctlSets = map[string]string{"CLUSTER_NAME": "", "NAMESPACE": ""}
 const sharedSubnetCIDR = "10.50.0.0/24"
 
 func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, bin, home, config string) {
+	t.Helper()
 	template := path("templates", "cluster-template-shared-network.yaml")
 	ns := "team-a"
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"sharednet.capo.io/vm-net": "true"}}}); err != nil {
@@ -649,7 +651,7 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 				if err := unstructured.SetNestedSlice(cluster.Object, mds, "spec", "topology", "workers", "machineDeployments"); err != nil {
 					t.Fatal(err)
 				}
-				err := c.Patch(ctx, cluster, client.Apply, fieldOwner, client.ForceOwnership, client.DryRunAll) //nolint:staticcheck // unstructured
+				err := c.Patch(ctx, cluster, client.Apply, fieldOwner, client.ForceOwnership, client.DryRunAll)
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("dry run: got %v, want a refusal containing %q", err, tc.want)
 				}

@@ -103,7 +103,7 @@ func extension(t *testing.T, e *testenv.Environment) string {
 		mgr, err := manager.NewManager(e.Config, manager.Options{
 			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
 			HealthProbeBindAddress: "0",
-			Namespace: install.Namespace,
+			Namespace:              install.Namespace,
 		})
 		if err != nil {
 			extensionErr = err

@@ -80,6 +80,7 @@ func Session(tb testing.TB, cloud string, opts openstack.Options) *openstack.Ses
 
 // Name makes a unique name for objects a test creates.
 func Name(tb testing.TB, what string) string {
+	tb.Helper()
 	return fmt.Sprintf("%s-%s-%d", what, sanitize(tb.Name()), os.Getpid())
 }
 

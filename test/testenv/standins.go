@@ -47,11 +47,12 @@ func (r *openStackClusterStandIn) Reconcile(ctx context.Context, req reconcile.R
 	if err := r.client.Get(ctx, req.NamespacedName, osc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	//nolint:staticcheck // CAPO v0.14 still sets status.ready, which CAPI's v1beta1 contract reads
 	if !osc.DeletionTimestamp.IsZero() || (osc.Status.Ready && osc.Status.Initialization != nil && osc.Status.Initialization.Provisioned) {
 		return reconcile.Result{}, nil
 	}
 	desired := osc.DeepCopy()
-	desired.Status.Ready = true
+	desired.Status.Ready = true //nolint:staticcheck // as CAPO v0.14 does
 	desired.Status.Initialization = &infrav1.ClusterInitialization{Provisioned: true}
 	return reconcile.Result{}, r.client.Status().Patch(ctx, desired, client.MergeFrom(osc))
 }

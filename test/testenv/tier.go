@@ -26,8 +26,8 @@ import (
 // The fast tier (`make test-unit`, `go test -short`) runs no kube-apiserver
 // and no OpenStack test bed; `make test` runs everything.
 
-// ExitIfShort, called first in a TestMain that starts a kube-apiserver, ends
-// the test binary when the fast tier runs it.
+// ExitIfShort ends the test binary when the fast tier runs it; a TestMain
+// that starts a kube-apiserver calls it first.
 func ExitIfShort() {
 	if !flag.Parsed() {
 		flag.Parse()
@@ -40,9 +40,9 @@ func ExitIfShort() {
 
 // SkipIfShort skips a test that needs a kube-apiserver, the test bed or a
 // slow build when the fast tier runs it.
-func SkipIfShort(t testing.TB, why string) {
-	t.Helper()
+func SkipIfShort(tb testing.TB, why string) {
+	tb.Helper()
 	if testing.Short() {
-		t.Skipf("skipped in the fast tier (-short): %s; make test runs it", why)
+		tb.Skipf("skipped in the fast tier (-short): %s; make test runs it", why)
 	}
 }

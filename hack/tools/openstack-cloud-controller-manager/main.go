@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command openstack-cloud-controller-manager is cloud-provider-openstack
 // v1.34.1's cmd/openstack-cloud-controller-manager/main.go, copied unchanged
 // below this comment (a main package cannot be imported): the local plane

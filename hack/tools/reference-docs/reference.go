@@ -177,7 +177,7 @@ func generate(root string) ([]byte, error) {
 		var objects, ops []string
 		for _, rule := range wh.Rules {
 			for _, res := range rule.Resources {
-				objects = append(objects, fmt.Sprintf("`%s` (%s/%s)", res, strings.Join(rule.APIGroups, ","), strings.Join(rule.APIVersions, ",")))
+				objects = append(objects, fmt.Sprintf("%#q (%s/%s)", res, strings.Join(rule.APIGroups, ","), strings.Join(rule.APIVersions, ",")))
 			}
 			for _, o := range rule.Operations {
 				ops = append(ops, string(o))

@@ -17,6 +17,7 @@ limitations under the License.
 package sharedport
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -68,7 +69,7 @@ func TestInjectRefusesWhatIsNotATemplate(t *testing.T) {
 func TestPortIsDeterministic(t *testing.T) {
 	a, _ := json.Marshal(Port("vm-net", netID, subnetID))
 	b, _ := json.Marshal(Port("vm-net", netID, subnetID))
-	if string(a) != string(b) {
+	if !bytes.Equal(a, b) {
 		t.Fatalf("the same inputs gave two ports (a rollout on every reconcile):\n%s\n%s", a, b)
 	}
 }
