@@ -9,6 +9,10 @@ CONTROLLER_GEN_VERSION := v0.19.0
 KUSTOMIZE_VERSION := v5.7.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)
+# golangci-lint with kube-api-linter compiled in (hack/tools/golangci-lint);
+# its versions are that module's go.mod.
+GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" { print $$2 }' hack/tools/golangci-lint/go.mod)
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-kal-$(GOLANGCI_LINT_VERSION)
 IMG ?= ghcr.io/capo-sharednet/capo-sharednet:dev
 # Flags shared by `make build` and the Dockerfile.
 # The version the manager reports (--version, User-Agent); a release sets it.
@@ -97,6 +101,17 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable 
 	$(CONTROLLER_GEN) crd paths=./internal/variables/... output:crd:stdout > internal/variables/zz_generated.schema.yaml
 	go run ./hack/tools/reference-docs
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Lint: golangci-lint (.golangci.yml), kube-api-linter on api/ (.golangci-kal.yml), shellcheck of hack/ and .ci/.
+	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --config .golangci-kal.yml ./api/...
+	"$$(./hack/ensure-shellcheck.sh)" hack/*.sh hack/*/*.sh .ci/run
+
+.PHONY: lint-fix
+lint-fix: $(GOLANGCI_LINT) ## Apply the fixes golangci-lint and kube-api-linter suggest.
+	$(GOLANGCI_LINT) run --fix ./...
+	$(GOLANGCI_LINT) run --fix --config .golangci-kal.yml ./api/...
+
 .PHONY: verify
 verify: verify-generate ## Fail when generated files, go.mod/go.sum or the licence headers are not what they should be.
 	go mod tidy -diff
@@ -109,6 +124,10 @@ verify-generate: generate ## Fail when generated files are not up to date.
 $(CONTROLLER_GEN):
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(TOOLS)/controller-gen $@
+
+$(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum hack/tools/golangci-lint/main.go
+	mkdir -p $(TOOLS)
+	cd hack/tools/golangci-lint && go build -trimpath -o $@.tmp . && mv $@.tmp $@
 
 $(KUSTOMIZE):
 	GOBIN=$(TOOLS) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)

@@ -171,6 +171,7 @@ starttime() {
   local s
   { read -r s <"/proc/$1/stat"; } 2>/dev/null || return 0
   s=${s##*) }
+  # shellcheck disable=SC2086 # split /proc/<pid>/stat into its fields
   set -- $s
   [ "$1" = Z ] && return 0
   echo "${20}"
@@ -185,8 +186,9 @@ session_members() {
     { read -r s <"$f"; } 2>/dev/null || continue
     pid=${s%% *}
     s=${s##*) }
+    # shellcheck disable=SC2086 # split /proc/<pid>/stat into its fields
     set -- $s
-    [ "$4" = "$sid" ] && [ "$1" != Z ] && [ "${20}" -ge "$min" ] || continue
+    if ! { [ "$4" = "$sid" ] && [ "$1" != Z ] && [ "${20}" -ge "$min" ]; }; then continue; fi
     [ -n "$outside" ] && [ "$3" = "$sid" ] && continue
     echo "$pid"
   done
@@ -212,6 +214,7 @@ spawn() {
   rm -f "$pidf" "$pidf.tmp"
   printf '==== %s start: %s\n' "$(date -Is)" "$*" >>"$log"
   # fd 9 is the test bed lock: the service must not inherit it.
+  # shellcheck disable=SC2016 # expanded by the inner bash: its own pid
   setsid bash -c 'echo $$ >"$0.tmp"; exec "$@"' "$pidf" "$@" </dev/null >>"$log" 2>&1 9>&- &
   for i in $(seq 100); do
     [ -s "$pidf.tmp" ] && break
@@ -654,6 +657,7 @@ write_clouds() {
     echo "clouds:"
     for entry in "admin admin admin $ADMIN_PASS" "vm-project vm-project vm-user $VM_PASS" \
       "cluster-project cluster-project cluster-user $CLUSTER_PASS"; do
+      # shellcheck disable=SC2086 # split the entry into its four words
       set -- $entry
       cat <<EOF
   $1:
@@ -826,7 +830,7 @@ cmd_start() {
   write_configs
   ensure_certs
   write_clouds
-  [ -e "$STATE/.initialized" ] && [ -d "$STATE/mysql/mysql" ] || init_databases
+  if ! { [ -e "$STATE/.initialized" ] && [ -d "$STATE/mysql/mysql" ]; }; then init_databases; fi
   # Seeding runs again (idempotent) and the reset snapshot is retaken when
   # seed.py changed since the snapshot.
   local seed_version

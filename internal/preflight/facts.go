@@ -531,10 +531,11 @@ func Granted(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNe
 	if err != nil {
 		return err
 	}
-	if v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, namespace, labels, sn.Spec.Subnets, subnet); v != nil {
-		return v
+	v := rules.Granted(sn.Name, sn.Spec.NamespaceSelector, namespace, labels, sn.Spec.Subnets, subnet)
+	if v == nil {
+		return nil // not the typed nil of *Violation
 	}
-	return nil
+	return v
 }
 
 // LoadBalancersOf splits found by whose they are for the cluster: its own

@@ -99,6 +99,7 @@ func TestLeaderChangeDuringAnAttachMakesNoSecondShareAndNoSecondRollout(t *testi
 }
 
 func leaderChangeDuringAttach(t *testing.T, vm *fakecloud.Project, clouds *fakecloud.Clouds, n int, point string) {
+	t.Helper()
 	g := NewWithT(t)
 	cloud := vm.Cloud
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
@@ -316,6 +317,7 @@ func grantedNamespace(ctx context.Context, g Gomega) string {
 // md-a runs on the template with the port); it returns the Cluster once
 // md-a's MachineDeployment exists.
 func clusterOfTheExtension(ctx context.Context, t *testing.T, ns, name string) *clusterv1.Cluster {
+	t.Helper()
 	g := NewWithT(t)
 	class := "leader"
 	objs := testenv.ClusterClass(ns, class, clusterv1.ClusterClassPatch{
@@ -396,6 +398,7 @@ func (r *templateRefs) get() []string {
 // watchTemplateRefs watches md-a's MachineDeployment from the version at
 // which its template was initial, so no write is missed.
 func watchTemplateRefs(ctx context.Context, t *testing.T, ns, initial string) *templateRefs {
+	t.Helper()
 	g := NewWithT(t)
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())

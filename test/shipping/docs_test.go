@@ -230,3 +230,29 @@ func TestReleaseDocListsEveryAsset(t *testing.T) {
 		}
 	}
 }
+
+// TestCIRunsTheREADMECommand: .ci/run runs exactly the test command the
+// README gives users, so what passes in CI is what a user runs.
+func TestCIRunsTheREADMECommand(t *testing.T) {
+	var command string
+	for _, line := range strings.Split(string(mustRead(t, path(".ci", "run"))), "\n") {
+		if strings.HasPrefix(line, "make ") {
+			command = line
+		}
+	}
+	if command == "" {
+		t.Fatal(".ci/run runs no make command")
+	}
+	readme := string(mustRead(t, path("README.md")))
+	start := strings.Index(readme, "```sh")
+	if start < 0 {
+		t.Fatal("README.md has no sh code block")
+	}
+	block, _, _ := strings.Cut(readme[start+len("```sh"):], "```")
+	for _, line := range strings.Split(block, "\n") {
+		if strings.TrimSpace(strings.SplitN(line, "#", 2)[0]) == command {
+			return
+		}
+	}
+	t.Errorf(".ci/run runs %q, which is not a command of README.md's first code block:\n%s", command, block)
+}
