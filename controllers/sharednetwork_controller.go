@@ -134,7 +134,8 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !watchfilter.Matches(sn, r.WatchFilterValue) {
-		return reconcile.Result{}, nil // another instance's (--watch-filter)
+		forgetSubnetMetrics(sn.Name) // another instance's (--watch-filter) now: it reports them
+		return reconcile.Result{}, nil
 	}
 	before := sn.Status.DeepCopy()
 

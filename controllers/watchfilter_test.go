@@ -93,10 +93,20 @@ func TestSharedNetworkControllerReconcilesOnlyItsWatchFilter(t *testing.T) {
 	g.Expect(s.sharedNetwork().Status.LastRefreshTime).To(BeNil())
 	g.Expect(s.cloud.Calls).To(BeEmpty(), "no OpenStack call for another instance's SharedNetwork")
 
+	resetSubnetMetrics()
 	sn := s.sharedNetwork()
 	sn.Labels = map[string]string{clusterv1.WatchLabel: "east"}
 	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
 	s.reconcile()
 	g.Expect(s.sharedNetwork().Status.LastRefreshTime).NotTo(BeNil())
 	g.Expect(s.ready().Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(seriesOf(t, freeAddresses)).NotTo(BeEmpty())
+
+	// Handed to another instance: that one reports its metrics now.
+	sn = s.sharedNetwork()
+	sn.Labels[clusterv1.WatchLabel] = "west"
+	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
+	s.reconcile()
+	g.Expect(seriesOf(t, freeAddresses)).To(BeEmpty())
+	g.Expect(seriesOf(t, reservedAddresses)).To(BeEmpty())
 }

@@ -170,7 +170,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		PprofBindAddress:       opts.PprofBindAddress,
 		LeaderElection:         opts.LeaderElection,
 		LeaderElectionID:       leaderElectionID,
-		Cache:                  cacheOpts,
+		// The lease lives beside the credentials (also outside a cluster, as
+		// with make run); a stopping leader hands it over at once, as CAPI's do.
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOpts,
 	}
 	if opts.LeaseDuration > 0 {
 		mgrOpts.LeaseDuration = &opts.LeaseDuration

@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package leader proves that two replicas of the extension's manager, with
-// leader election on, hand an attach in flight from one to the other without
-// a second share or a second rollout. It runs CAPI's controllers on a real
+// Package leader proves how the manager runs in a management cluster: two
+// replicas with leader election on hand an attach in flight from one to the
+// other without a second share or a second rollout, and --namespace limits
+// what the manager reads. It runs CAPI's controllers on a real
 // kube-apiserver (test/testenv) and an in-memory cloud (test/fakecloud): no
 // OpenStack test bed, and no admission webhook (the attach is the
 // controller's business; admission is proven in test/integration).
