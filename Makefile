@@ -102,10 +102,9 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs, RBAC and the variable 
 	go run ./hack/tools/reference-docs
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Lint: golangci-lint (.golangci.yml), kube-api-linter on api/ (.golangci-kal.yml), shellcheck of hack/ and .ci/.
+lint: $(GOLANGCI_LINT) ## Lint: golangci-lint (.golangci.yml) and kube-api-linter on api/ (.golangci-kal.yml).
 	$(GOLANGCI_LINT) run ./...
 	$(GOLANGCI_LINT) run --config .golangci-kal.yml ./api/...
-	"$$(./hack/ensure-shellcheck.sh)" hack/*.sh hack/*/*.sh .ci/run
 
 .PHONY: lint-fix
 lint-fix: $(GOLANGCI_LINT) ## Apply the fixes golangci-lint and kube-api-linter suggest.
@@ -113,9 +112,10 @@ lint-fix: $(GOLANGCI_LINT) ## Apply the fixes golangci-lint and kube-api-linter 
 	$(GOLANGCI_LINT) run --fix --config .golangci-kal.yml ./api/...
 
 .PHONY: verify
-verify: verify-generate ## Fail when generated files, go.mod/go.sum or the licence headers are not what they should be.
+verify: verify-generate ## Fail when generated files, go.mod/go.sum, the licence headers or the shell scripts (shellcheck) are not what they should be.
 	go mod tidy -diff
 	go test -count=1 ./test/shipping -run 'TestEveryGoFileCarriesTheLicenceHeader'
+	"$$(./hack/ensure-shellcheck.sh)" hack/*.sh hack/*/*.sh .ci/run
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are not up to date.
