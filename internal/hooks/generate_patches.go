@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,12 +59,13 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 		fail(resp, fmt.Errorf("reading builtin.cluster: %v", err))
 		return
 	}
+	reads := &callReads{}
 	for i := range req.Items {
 		item := &req.Items[i]
 		if !isMachineDeploymentInfraTemplate(item.HolderReference) {
 			continue
 		}
-		port, err := h.sharedPortFor(ctx, cluster.Cluster, item)
+		port, err := h.sharedPortFor(ctx, reads, cluster.Cluster, item)
 		if err != nil {
 			fail(resp, fmt.Errorf("cluster %s/%s, %s: %w", cluster.Cluster.Namespace, cluster.Cluster.Name, item.HolderReference.Name, err))
 			return
@@ -94,7 +96,7 @@ func isMachineDeploymentInfraTemplate(ref runtimehooksv1.HolderReference) bool {
 }
 
 // sharedPortFor decides the port of one MachineDeployment's template, or nil.
-func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.ClusterBuiltins, item *runtimehooksv1.GeneratePatchesRequestItem) (*infrav1.PortOpts, error) {
+func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster *runtimehooksv1.ClusterBuiltins, item *runtimehooksv1.GeneratePatchesRequestItem) (*infrav1.PortOpts, error) {
 	// Only the MachineDeployment's own overrides count: a cluster-level value
 	// (refused at admission) attaches nothing.
 	value, err := variables.FromHookVariables(item.Variables)
@@ -105,10 +107,6 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 	if err != nil || md.MachineDeployment == nil {
 		return nil, fmt.Errorf("reading builtin.machineDeployment: %v", err)
 	}
-	carried, exists, err := h.carriedPort(ctx, item.HolderReference)
-	if err != nil {
-		return nil, err
-	}
 	attachment, err := h.attachmentOf(ctx, cluster, md.MachineDeployment.TopologyName)
 	if err != nil {
 		return nil, err
@@ -116,13 +114,20 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 	if spec := attachment.Spec; attachment.ShareEstablished() && spec.SharedNetwork == value.Name &&
 		spec.Subnet != "" && (value.Subnet == "" || spec.Subnet == value.Subnet) {
 		// Shared with the cluster's project for this nodegroup.
-		sn, err := h.sharedNetwork(ctx, value.Name)
+		sn, err := h.sharedNetwork(ctx, reads, value.Name)
 		if err != nil {
 			return nil, err
 		}
-		if desired, err := h.grantedPort(ctx, cluster.Namespace, sn, spec.Subnet); desired != nil || err != nil {
+		if desired, err := h.grantedPort(ctx, reads, cluster.Namespace, sn, spec.Subnet); desired != nil || err != nil {
 			return desired, err
 		}
+	}
+	// Read only now: a nodegroup whose share is established (every attached
+	// one in steady state) gets the port of the share whatever its template
+	// carries.
+	carried, exists, err := h.carriedPort(ctx, item.HolderReference)
+	if err != nil {
+		return nil, err
 	}
 	refused := refusedBeforeShare(attachment)
 	if carried != nil {
@@ -147,7 +152,7 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 		// cluster's project: seconds after the cluster network exists, and
 		// before the first worker server (CAPI creates no worker machine
 		// until the control plane is up); until then it retries.
-		sn, err := h.sharedNetwork(ctx, value.Name)
+		sn, err := h.sharedNetwork(ctx, reads, value.Name)
 		if err != nil || sn == nil {
 			return nil, err
 		}
@@ -155,17 +160,42 @@ func (h *Handlers) sharedPortFor(ctx context.Context, cluster *runtimehooksv1.Cl
 		if v != nil {
 			return nil, nil //nolint:nilerr // no port; admission and the attachment's Shared condition report v
 		}
-		return h.grantedPort(ctx, cluster.Namespace, sn, subnet)
+		return h.grantedPort(ctx, reads, cluster.Namespace, sn, subnet)
 	}
 	return nil, nil
 }
 
+// callReads memoises what the nodegroups of one GeneratePatches call read
+// alike: the SharedNetworks, and the grant of each (SharedNetwork, subnet) to
+// the cluster's namespace. A cluster of many nodegroups on a handful of
+// networks reads (and deep-copies out of the cache) each network and the
+// namespace once per call instead of once per nodegroup, and all its
+// nodegroups are judged on the same version of them. Errors are not kept:
+// one fails the whole call.
+type callReads struct {
+	sharedNetworks map[string]*sharednetv1.SharedNetwork
+	grantedPorts   map[grantKey]*infrav1.PortOpts
+}
+
+// grantKey is a subnet of a SharedNetwork; the namespace is the cluster's,
+// the same for the whole call.
+type grantKey struct{ sharedNetwork, subnet string }
+
 // sharedNetwork reads a SharedNetwork; nil when it does not exist.
-func (h *Handlers) sharedNetwork(ctx context.Context, name string) (*sharednetv1.SharedNetwork, error) {
-	sn := &sharednetv1.SharedNetwork{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); err != nil {
-		return nil, client.IgnoreNotFound(err)
+func (h *Handlers) sharedNetwork(ctx context.Context, reads *callReads, name string) (*sharednetv1.SharedNetwork, error) {
+	if sn, ok := reads.sharedNetworks[name]; ok {
+		return sn, nil
 	}
+	sn := &sharednetv1.SharedNetwork{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); apierrors.IsNotFound(err) {
+		sn = nil
+	} else if err != nil {
+		return nil, err
+	}
+	if reads.sharedNetworks == nil {
+		reads.sharedNetworks = map[string]*sharednetv1.SharedNetwork{}
+	}
+	reads.sharedNetworks[name] = sn
 	return sn, nil
 }
 
@@ -215,19 +245,28 @@ func (h *Handlers) anyServer(ctx context.Context, holder runtimehooksv1.HolderRe
 // only under a grant that holds now: a status written by someone else, or a
 // grant revoked since, attaches nothing new (a port the nodegroup already
 // runs with stays, see sharedPortFor).
-func (h *Handlers) grantedPort(ctx context.Context, namespace string, sn *sharednetv1.SharedNetwork, subnet string) (*infrav1.PortOpts, error) {
+func (h *Handlers) grantedPort(ctx context.Context, reads *callReads, namespace string, sn *sharednetv1.SharedNetwork, subnet string) (*infrav1.PortOpts, error) {
 	if sn == nil {
 		return nil, nil
 	}
+	key := grantKey{sharedNetwork: sn.Name, subnet: subnet}
+	if port, ok := reads.grantedPorts[key]; ok {
+		return port, nil
+	}
+	var port *infrav1.PortOpts
 	if err := preflight.Granted(ctx, h.Reader, sn, namespace, subnet); err != nil {
 		var violation *rules.Violation
-		if errors.As(err, &violation) {
-			return nil, nil
+		if !errors.As(err, &violation) {
+			return nil, err
 		}
-		return nil, err
+	} else {
+		port = ptr.To(sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet))
 	}
-	port := sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet)
-	return &port, nil
+	if reads.grantedPorts == nil {
+		reads.grantedPorts = map[grantKey]*infrav1.PortOpts{}
+	}
+	reads.grantedPorts[key] = port
+	return port, nil
 }
 
 // carriedPort is the shared port of the MachineDeployment's current

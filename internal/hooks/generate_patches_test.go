@@ -161,3 +161,55 @@ func TestGeneratePatchesDecidesThePortOfEachNodegroup(t *testing.T) {
 		})
 	}
 }
+
+// One call decides each nodegroup on its own network and subnet, though it
+// reads each SharedNetwork and grant once for all of them.
+func TestGeneratePatchesDecidesEachNodegroupOfOneCallOnItsOwnSubnet(t *testing.T) {
+	g := NewWithT(t)
+	var objs []client.Object
+	nodegroup := func(topology string, exists bool, value map[string]string) runtimehooksv1.GeneratePatchesRequestItem {
+		md := "demo-" + topology + "-x7k2p"
+		if exists {
+			tmpl := &infrav1.OpenStackMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: md + "-tmpl"}}
+			m := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: md}}
+			m.Spec.Template.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{Kind: "OpenStackMachineTemplate", Name: tmpl.Name}
+			objs = append(objs, tmpl, m)
+		}
+		return runtimehooksv1.GeneratePatchesRequestItem{
+			UID:             types.UID(topology),
+			HolderReference: runtimehooksv1.HolderReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Namespace: "team-a", Name: md, FieldPath: machineDeploymentInfraRefPath},
+			Object:          runtime.RawExtension{Raw: []byte(`{"kind":"OpenStackMachineTemplate","spec":{"template":{"spec":{}}}}`)},
+			Variables: []runtimehooksv1.Variable{
+				{Name: runtimehooksv1.BuiltinsName, Value: rawJSON(t, runtimehooksv1.Builtins{MachineDeployment: &runtimehooksv1.MachineDeploymentBuiltins{TopologyName: topology, Name: md}})},
+				{Name: sharednetv1.VariableName, Value: rawJSON(t, value)},
+			},
+		}
+	}
+	shared := func(topology, subnet string) client.Object {
+		return &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", topology)},
+			Spec:   sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: topology, SharedNetwork: "vm", Subnet: subnet},
+			Status: sharednetv1.SharedNetworkAttachmentStatus{Share: &sharednetv1.Share{ProjectID: "p", RBACPolicyID: "rbac-" + topology}}}
+	}
+	req := &runtimehooksv1.GeneratePatchesRequest{
+		Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: rawJSON(t, runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}},
+		Items: []runtimehooksv1.GeneratePatchesRequestItem{
+			// Shared on sub-2, since taken off the SharedNetwork's subnets: no new port.
+			nodegroup("md-b", true, map[string]string{"name": "vm", "subnet": "sub-2"}),
+			// Shared on sub-1, still allowed: the port.
+			nodegroup("md-a", true, map[string]string{"name": "vm", "subnet": "sub-1"}),
+			// Being created on a network that does not exist: none.
+			nodegroup("md-d", false, map[string]string{"name": "nope"}),
+			// Being created on vm: the port, at once.
+			nodegroup("md-c", false, map[string]string{"name": "vm"}),
+		},
+	}
+	h := patchWorld(t, append(objs, shared("md-a", "sub-1"), shared("md-b", "sub-2"))...)
+	resp := &runtimehooksv1.GeneratePatchesResponse{}
+	h.GeneratePatches(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+	g.Expect(resp.Items).To(HaveLen(2))
+	for i, uid := range []types.UID{"md-a", "md-c"} {
+		g.Expect(resp.Items[i].UID).To(Equal(uid))
+		g.Expect(string(resp.Items[i].Patch)).To(MatchJSON(wantPatch))
+	}
+}
