@@ -345,8 +345,8 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	a.Status.DesiredNodes = rollout.Desired
-	a.Status.AttachedNodes = int32(len(rollout.Nodes))
+	a.Status.DesiredNodes = ptr.To(rollout.Desired)
+	a.Status.AttachedNodes = ptr.To(int32(len(rollout.Nodes)))
 	a.Status.Nodes = rollout.Nodes
 	r.observeLoadBalancers(ctx, cluster, a)
 	if attaching && cluster != nil {

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -65,7 +66,7 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, int32(len(rollout.Nodes))
+		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, ptr.To(int32(len(rollout.Nodes)))
 		if !rollout.Detached(carries) {
 			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
 				fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(rollout.Nodes), a.Spec.Subnet))

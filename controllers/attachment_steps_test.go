@@ -157,8 +157,8 @@ func TestRolloutIsMeasuredFromTheNodegroup(t *testing.T) {
 
 			a := s.attachment("md-a")
 			g.Expect(a.Status.Phase).To(Equal(tt.wantPhase))
-			g.Expect(a.Status.DesiredNodes).To(Equal(tt.desired))
-			g.Expect(a.Status.AttachedNodes).To(Equal(tt.wantAttached))
+			g.Expect(ptr.Deref(a.Status.DesiredNodes, 0)).To(Equal(tt.desired))
+			g.Expect(ptr.Deref(a.Status.AttachedNodes, 0)).To(Equal(tt.wantAttached))
 			g.Expect(a.Status.Nodes).To(HaveLen(int(tt.wantAttached)))
 			g.Expect(condition(a, sharednetv1.AttachedCondition).Status).To(Equal(map[bool]metav1.ConditionStatus{true: metav1.ConditionTrue, false: metav1.ConditionFalse}[tt.wantPhase == sharednetv1.PhaseAttached]))
 			ready := condition(a, sharednetv1.AttachmentReadyCondition)
@@ -445,10 +445,10 @@ func TestTheGuardrailsAndTheAttachmentControllerKeepEachOthersStatus(t *testing.
 
 			a := s.attachment("md-a")
 			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), "the attachment controller's fields")
-			g.Expect(a.Status.AttachedNodes).To(Equal(int32(1)))
+			g.Expect(ptr.Deref(a.Status.AttachedNodes, 0)).To(Equal(int32(1)))
 			g.Expect(condition(a, sharednetv1.AttachedCondition).Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(condition(a, sharednetv1.AttachmentReadyCondition).Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(a.Status.Workload).NotTo(BeNil(), "the guardrails' fields")
+			g.Expect(a.Status.Workload).NotTo(BeZero(), "the guardrails' fields")
 			g.Expect(a.Status.Workload.Misconfigured).To(HaveLen(1))
 			guarded := condition(a, sharednetv1.WorkloadGuardedCondition)
 			g.Expect(guarded.Status).To(Equal(metav1.ConditionFalse))

@@ -118,7 +118,7 @@ func TestSubnetMetricsSayWhetherTheSubnetFitsItsNodegroups(t *testing.T) {
 
 	s.reconcile()
 	facts, _ := s.sharedNetwork().Status.Subnet(s.subnet)
-	g.Expect(seriesOf(t, freeAddresses)).To(Equal(map[string]float64{key: float64(facts.FreeAddresses)}))
+	g.Expect(seriesOf(t, freeAddresses)).To(Equal(map[string]float64{key: float64(ptr.Deref(facts.FreeAddresses, 0))}))
 	// demo/md-a: 3 + 2 zones - 2 held = 3; big/md-a: 10 + 1 zone = 11.
 	g.Expect(seriesOf(t, reservedAddresses)).To(Equal(map[string]float64{key: 14}))
 
@@ -144,7 +144,7 @@ func TestSubnetMetricsSayWhetherTheSubnetFitsItsNodegroups(t *testing.T) {
 		fits     bool
 	}{{0, true}, {-1, false}} {
 		g.Expect(s.client.Get(ctx, client.ObjectKeyFromObject(big), big)).To(Succeed())
-		maxSize := int(float64(facts.FreeAddresses)-16+11-tc.headroom) - 1 // 11 = 10 + its zone
+		maxSize := int(float64(ptr.Deref(facts.FreeAddresses, 0))-16+11-tc.headroom) - 1 // 11 = 10 + its zone
 		big.Spec.Topology.Workers.MachineDeployments[0].Metadata.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(maxSize)
 		g.Expect(s.client.Update(ctx, big)).To(Succeed())
 		s.reconcile()

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -261,7 +262,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 		if !slices.Contains(sn.Spec.Subnets, s.ID) {
 			continue
 		}
-		m := subnetMetrics{subnet: s.ID, free: s.FreeAddresses}
+		m := subnetMetrics{subnet: s.ID, free: ptr.Deref(s.FreeAddresses, 0)}
 		consumers, err := preflight.SubnetConsumers(ctx, r.Client, sn, s.ID, "")
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "cannot size the nodegroups of a shared subnet: its reserved-addresses series is left out", "sharedNetwork", sn.Name, "subnet", s.ID)

@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
@@ -68,7 +69,7 @@ func TestStatusNeverReportsAWrongFreeCount(t *testing.T) {
 	free := func() int64 {
 		f, ok := sn.Status.Subnet(s.ID)
 		g.Expect(ok).To(BeTrue())
-		return f.FreeAddresses
+		return ptr.Deref(f.FreeAddresses, 0)
 	}
 	r.refresh(ctx, sn, secret)
 	g.Expect(meta.IsStatusConditionTrue(sn.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue())

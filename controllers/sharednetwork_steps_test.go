@@ -99,7 +99,7 @@ func TestSharedNetworkFactsAreReadOncePerResync(t *testing.T) {
 	facts, ok := sn.Status.Subnet(s.subnet)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(facts.CIDR).To(Equal("172.16.5.0/24"))
-	g.Expect(facts.FreeAddresses).To(BeNumerically(">", 200))
+	g.Expect(facts.FreeAddresses).To(HaveValue(BeNumerically(">", 200)))
 	g.Expect(sn.Finalizers).To(ContainElement(sharednetv1.SharedNetworkFinalizer), "kept while nodegroups may use it")
 	g.Expect(res.RequeueAfter).To(Equal(DefaultResync))
 
@@ -192,7 +192,7 @@ func TestFreeAddressesAreExportedAndForgotten(t *testing.T) {
 	s := newNetworkStory(t)
 	s.reconcile()
 	facts, _ := s.sharedNetwork().Status.Subnet(s.subnet)
-	g.Expect(testutil.ToFloat64(freeAddresses.WithLabelValues("vm", s.subnet))).To(BeEquivalentTo(facts.FreeAddresses))
+	g.Expect(testutil.ToFloat64(freeAddresses.WithLabelValues("vm", s.subnet))).To(BeEquivalentTo(*facts.FreeAddresses))
 	series := func() int { return testutil.CollectAndCount(freeAddresses) }
 	g.Expect(series()).To(Equal(1))
 

@@ -163,12 +163,12 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 			a, err := pl.Attachment(ctx, ns, name, mdA)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(a).NotTo(BeNil())
-			g.Expect(a.Status.VMIngress).NotTo(BeNil(), "status.vmIngress")
-			return a.Status.VMIngress
+			g.Expect(a.Status.VMIngress).NotTo(BeZero(), "status.vmIngress")
+			return &a.Status.VMIngress
 		}
 		Eventually(func(g Gomega) {
 			in := ingress(g)
-			g.Expect(in.Admitted).To(BeFalse())
+			g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressRefused))
 			g.Expect(in.Suggestion).To(ContainSubstring("openstack security group rule create --ingress --ethertype IPv4 --remote-ip " + vmNet.CIDR))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 
@@ -182,7 +182,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			in := ingress(g)
-			g.Expect(in.Admitted).To(BeTrue())
+			g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
 			g.Expect(in.Rules).To(ContainElement(sg.ID + "/" + rule.ID))
 			g.Expect(in.Suggestion).To(BeEmpty())
 		}, 2*time.Minute, time.Second).Should(Succeed())

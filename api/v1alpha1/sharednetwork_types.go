@@ -46,14 +46,16 @@ type SharedNetworkSpec struct {
 	// identity is the VM project's credential. The Secret lives in the
 	// extension's namespace and is never copied into a cluster's namespace.
 	// +required
-	Identity VMProjectIdentity `json:"identity"`
+	Identity VMProjectIdentity `json:"identity,omitempty,omitzero"`
 
 	// networkID is the Neutron ID of the network in the VM project. It is
 	// immutable: changing it would move running nodegroups to another network.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.networkID is immutable: changing it would silently move the attached nodegroups to another network. To offer another network, create a new SharedNetwork for it, move each nodegroup (remove its sharedNetwork variable, then set it to the new SharedNetwork), then delete this one"
+	// +kubebuilder:validation:MinLength=36
+	// +kubebuilder:validation:MaxLength=36
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
-	NetworkID string `json:"networkID"`
+	NetworkID string `json:"networkID,omitempty"`
 
 	// subnets are the IDs of the subnets of that network that nodegroups may
 	// be attached to.
@@ -61,8 +63,10 @@ type SharedNetworkSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=36
+	// +kubebuilder:validation:items:MaxLength=36
 	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
-	Subnets []string `json:"subnets"`
+	Subnets []string `json:"subnets,omitempty"`
 
 	// namespaceSelector selects the namespaces whose clusters may use this
 	// network. An empty selector selects every namespace; when unset no
@@ -78,25 +82,39 @@ type VMProjectIdentity struct {
 	// optional `cacert` key) in the extension's namespace.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	SecretName string `json:"secretName"`
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
 
 	// cloudName is the entry of clouds.yaml to use.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	CloudName string `json:"cloudName"`
+	// +kubebuilder:validation:MaxLength=255
+	CloudName string `json:"cloudName,omitempty"`
 }
 
 // SharedNetworkStatus holds the cloud facts the rules need, refreshed from
 // Neutron by the controller, so admission and hooks need no OpenStack call.
+// +kubebuilder:validation:MinProperties=1
 type SharedNetworkStatus struct {
-	// mtu of the network.
+	// conditions represents the observations of a SharedNetwork's current state.
+	// Known condition types are Ready (whether the facts could be read from Neutron).
 	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// mtu of the network, as Neutron reports it; unset until it is read.
+	// +optional
+	// +kubebuilder:validation:Minimum=68
+	// +kubebuilder:validation:Maximum=65535
 	MTU int32 `json:"mtu,omitempty"`
 
-	// subnets are the facts of each allowed subnet.
+	// subnets are the facts of each allowed subnet (spec.subnets has at most 64).
 	// +optional
 	// +listType=map
 	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=64
 	Subnets []SubnetStatus `json:"subnets,omitempty"`
 
 	// shares are the Neutron RBAC policies (access_as_shared) this network
@@ -104,10 +122,15 @@ type SharedNetworkStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=projectID
+	// +kubebuilder:validation:MaxItems=10000
 	Shares []Share `json:"shares,omitempty"`
 
-	// consumers are the nodegroups attached or being attached.
+	// consumers are the nodegroups attached or being attached. Sized for a
+	// management cluster whose nodegroups all use one network (500 clusters
+	// of 4 nodegroups fit several times over).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
 	Consumers []Consumer `json:"consumers,omitempty"`
 
 	// lastRefreshTime is when the facts were last read from Neutron.
@@ -116,60 +139,112 @@ type SharedNetworkStatus struct {
 
 	// observedGeneration is the generation these facts were read for.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// observedIdentityVersion is the resourceVersion of the credential Secret
 	// the facts were read with: a changed Secret is read again at once.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
 	ObservedIdentityVersion string `json:"observedIdentityVersion,omitempty"`
-
-	// conditions: Ready says whether the facts could be read.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // SubnetStatus are the facts of one subnet.
 type SubnetStatus struct {
-	// id of the subnet.
-	ID string `json:"id"`
-	// cidr of the subnet.
-	CIDR string `json:"cidr"`
+	// id of the subnet (a Neutron ID).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ID string `json:"id,omitempty"`
+
+	// cidr of the subnet (43 characters hold an IPv6 prefix).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	CIDR string `json:"cidr,omitempty"`
+
 	// ipVersion is 4 or 6.
 	// +optional
+	// +kubebuilder:validation:Minimum=4
+	// +kubebuilder:validation:Maximum=6
+	// +kubebuilder:validation:Enum=4;6
 	IPVersion int32 `json:"ipVersion,omitempty"`
+
 	// allocationPools of the subnet.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	AllocationPools []AllocationPool `json:"allocationPools,omitempty"`
-	// usedAddresses in the allocation pools.
+
+	// usedAddresses in the allocation pools; 0 when none is used.
 	// +optional
-	UsedAddresses int64 `json:"usedAddresses"`
-	// freeAddresses in the allocation pools (pool size minus used).
+	// +kubebuilder:validation:Minimum=0
+	UsedAddresses *int64 `json:"usedAddresses,omitempty"`
+
+	// freeAddresses in the allocation pools (pool size minus used); 0 when
+	// the subnet is full.
 	// +optional
-	FreeAddresses int64 `json:"freeAddresses"`
+	// +kubebuilder:validation:Minimum=0
+	FreeAddresses *int64 `json:"freeAddresses,omitempty"`
 }
 
 // AllocationPool is a range of addresses Neutron hands out.
 type AllocationPool struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
+	// start is the first address of the range (39 characters hold an IPv6 address).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	Start string `json:"start,omitempty"`
+
+	// end is the last address of the range.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	End string `json:"end,omitempty"`
 }
 
 // Share is one RBAC policy sharing the network with a cluster project.
 type Share struct {
 	// projectID is the cluster's project the network is shared with.
-	ProjectID string `json:"projectID"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ProjectID string `json:"projectID,omitempty"`
+
 	// rbacPolicyID is the Neutron RBAC policy.
-	RBACPolicyID string `json:"rbacPolicyID"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	RBACPolicyID string `json:"rbacPolicyID,omitempty"`
 }
 
 // Consumer is one nodegroup using the network.
 type Consumer struct {
-	Namespace         string `json:"namespace"`
-	Cluster           string `json:"cluster"`
-	MachineDeployment string `json:"machineDeployment"`
-	Subnet            string `json:"subnet"`
+	// namespace of the nodegroup's Cluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// cluster is the name of the Cluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
+	// machineDeployment is the name of the nodegroup's MachineDeployment
+	// topology (spec.topology.workers.machineDeployments[].name).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	MachineDeployment string `json:"machineDeployment,omitempty"`
+
+	// subnet is the ID of the shared subnet the nodegroup is attached to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Subnet string `json:"subnet,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -185,11 +260,18 @@ type Consumer struct {
 // the nodegroups of the clusters of some namespaces.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.consumers) || size(oldSelf.status.consumers) == 0 || self.spec.identity == oldSelf.spec.identity",message="spec.identity cannot change while nodegroups use this SharedNetwork (status.consumers): their shares were made, and can only be released, with this credential. To rotate the credential, update the Secret's clouds.yaml in place; to move to another VM project's credential, detach the nodegroups first"
 type SharedNetwork struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   SharedNetworkSpec   `json:"spec,omitempty"`
-	Status SharedNetworkStatus `json:"status,omitempty"`
+	// spec is the network offered and to whom.
+	// +required
+	Spec SharedNetworkSpec `json:"spec,omitempty,omitzero"`
+	// status is what the controller last read from Neutron.
+	// +optional
+	Status SharedNetworkStatus `json:"status,omitempty,omitzero"`
 }
 
 // +kubebuilder:object:root=true

@@ -153,18 +153,43 @@ const (
 // SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.
 type SharedNetworkAttachmentSpec struct {
 	// clusterName is the Cluster in this namespace.
-	ClusterName string `json:"clusterName"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClusterName string `json:"clusterName,omitempty"`
+
 	// machineDeploymentTopology is the name of the MachineDeployment topology
 	// (spec.topology.workers.machineDeployments[].name).
-	MachineDeploymentTopology string `json:"machineDeploymentTopology"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	MachineDeploymentTopology string `json:"machineDeploymentTopology,omitempty"`
+
 	// sharedNetwork is the SharedNetwork named by the variable.
-	SharedNetwork string `json:"sharedNetwork"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SharedNetwork string `json:"sharedNetwork,omitempty"`
+
 	// subnet is the shared subnet the nodes get their second address on.
-	Subnet string `json:"subnet"`
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Subnet string `json:"subnet,omitempty"`
 }
 
 // SharedNetworkAttachmentStatus tells a cluster owner where the nodegroup stands.
+// +kubebuilder:validation:MinProperties=1
 type SharedNetworkAttachmentStatus struct {
+	// conditions represents the observations of an attachment's current state.
+	// Known condition types are Ready (the summary), Shared, Attached, Granted,
+	// CloudFits, Paused, Deleting, WorkloadGuarded, LoadBalancersRemoved.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
 	// phase of the attachment.
 	// +optional
 	Phase AttachmentPhase `json:"phase,omitempty"`
@@ -177,14 +202,18 @@ type SharedNetworkAttachmentStatus struct {
 
 	// desiredNodes is the nodegroup's replica count.
 	// +optional
-	DesiredNodes int32 `json:"desiredNodes"`
+	// +kubebuilder:validation:Minimum=0
+	DesiredNodes *int32 `json:"desiredNodes,omitempty"`
 
 	// attachedNodes is how many of them have their shared-subnet address.
 	// +optional
-	AttachedNodes int32 `json:"attachedNodes"`
+	// +kubebuilder:validation:Minimum=0
+	AttachedNodes *int32 `json:"attachedNodes,omitempty"`
 
 	// nodes and their addresses on the shared subnet.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
 	Nodes []AttachedNode `json:"nodes,omitempty"`
 
 	// loadBalancers of this cluster (made by its cloud controller manager,
@@ -192,6 +221,8 @@ type SharedNetworkAttachmentStatus struct {
 	// on the shared subnet: while any exists the nodegroup cannot be detached.
 	// Other clusters' load balancers on the same subnet are not listed.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
 
 	// unattributedLoadBalancers are load balancers of the cluster's project
@@ -199,91 +230,184 @@ type SharedNetworkAttachmentStatus struct {
 	// (no kube_service_ name or tag): reported, never deleted by the
 	// extension. They keep the network shared until someone deletes them.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
 	UnattributedLoadBalancers []LoadBalancer `json:"unattributedLoadBalancers,omitempty"`
 
 	// workload reports what the workload-cluster guardrails found (when the
 	// WorkloadGuardrails feature is on).
 	// +optional
-	Workload *WorkloadStatus `json:"workload,omitempty"`
+	Workload WorkloadStatus `json:"workload,omitempty,omitzero"`
 
 	// vmIngress says whether the VM project's security groups admit the
 	// shared subnet, so the VMs accept traffic from the nodes.
 	// +optional
-	VMIngress *VMIngressStatus `json:"vmIngress,omitempty"`
+	VMIngress VMIngressStatus `json:"vmIngress,omitempty,omitzero"`
 
-	// message is a one-line summary for people.
+	// message is a one-line summary for people, often the message of a
+	// condition that is not True: it has a condition message's limit.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32768
 	Message string `json:"message,omitempty"`
 
 	// observedGeneration is the generation last reconciled.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// conditions: Ready (the summary), Shared, Attached, Granted,
-	// CloudFits, Paused, Deleting, WorkloadGuarded, LoadBalancersRemoved.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// WorkloadPolicyState says whether the guardrails' ValidatingAdmissionPolicy
+// is in place in the workload cluster.
+// +kubebuilder:validation:Enum=Installed;NotInstalled
+type WorkloadPolicyState string
+
+// The states of the guardrails' policy.
+const (
+	// WorkloadPolicyInstalled: the ValidatingAdmissionPolicy and its binding are in place.
+	WorkloadPolicyInstalled WorkloadPolicyState = "Installed"
+	// WorkloadPolicyNotInstalled: the policy is not (yet) in place.
+	WorkloadPolicyNotInstalled WorkloadPolicyState = "NotInstalled"
+)
 
 // WorkloadStatus is what the guardrails see in the workload cluster.
 type WorkloadStatus struct {
-	// policyInstalled is true once the ValidatingAdmissionPolicy is in place.
-	PolicyInstalled bool `json:"policyInstalled"`
+	// policy is Installed once the ValidatingAdmissionPolicy is in place.
+	// +required
+	Policy WorkloadPolicyState `json:"policy,omitempty"`
+
 	// misconfigured are Services and Gateways, created before the policy,
 	// that break its rules.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
 	Misconfigured []WorkloadObjectIssue `json:"misconfigured,omitempty"`
+
 	// unaccountedLoadBalancers are load balancers on the shared subnet that
-	// no Service or Gateway of the cluster accounts for.
+	// no Service or Gateway of the cluster accounts for, each as its name
+	// and VIP ("<name> (VIP <address>)": 255 + 46 characters at most).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=512
 	UnaccountedLoadBalancers []string `json:"unaccountedLoadBalancers,omitempty"`
+
 	// nodes whose addresses are wrong (InternalIP not on the cluster
 	// network, or the shared-subnet address missing).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
 	Nodes []WorkloadObjectIssue `json:"nodes,omitempty"`
 }
 
 // WorkloadObjectIssue is one object of the workload cluster and what is wrong with it.
 type WorkloadObjectIssue struct {
-	Kind string `json:"kind"`
+	// kind of the object (Service, Gateway, Node).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
+
+	// namespace of the object; unset for a cluster-scoped one (a Node).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-	Reason    string `json:"reason"`
+
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// reason is what is wrong with it, and the fix.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=10240
+	Reason string `json:"reason,omitempty"`
 }
+
+// VMIngressAdmission says whether the VM project's security groups admit the
+// whole shared subnet.
+// +kubebuilder:validation:Enum=Admitted;Refused
+type VMIngressAdmission string
+
+// The answers of the VM project's security groups.
+const (
+	// VMIngressAdmitted: a security group rule of the VM project admits the whole shared subnet.
+	VMIngressAdmitted VMIngressAdmission = "Admitted"
+	// VMIngressRefused: no security group rule of the VM project admits the whole shared subnet.
+	VMIngressRefused VMIngressAdmission = "Refused"
+)
 
 // VMIngressStatus is the VM-side reminder of the seed made concrete.
 type VMIngressStatus struct {
-	// admitted is true when a security group rule of the VM project admits
-	// the whole shared subnet.
-	Admitted bool `json:"admitted"`
+	// admission is Admitted when a security group rule of the VM project
+	// admits the whole shared subnet, Refused when none does.
+	// +required
+	Admission VMIngressAdmission `json:"admission,omitempty"`
+
 	// rules that admit it (security group ID/rule ID).
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=511
 	Rules []string `json:"rules,omitempty"`
+
 	// suggestion is the command a VM-project owner would run when none does.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=10240
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
 // AttachedNode is one machine of the nodegroup and its shared-subnet address.
 type AttachedNode struct {
-	Machine string `json:"machine"`
+	// machine is the name of the Machine.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Machine string `json:"machine,omitempty"`
+
+	// node is the name of the Machine's Node, once it has one.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node,omitempty"`
+
+	// address is the Machine's address on the shared subnet, once it has one
+	// (39 characters hold an IPv6 address).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
 	Address string `json:"address,omitempty"`
 }
 
 // LoadBalancer is an Octavia load balancer with its VIP on the shared subnet.
 type LoadBalancer struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	VIP  string `json:"vip"`
-	// service is namespace/name of the Service (or Gateway) the cloud
-	// controller manager created it for, when known.
+	// id of the load balancer (an Octavia ID).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ID string `json:"id,omitempty"`
+
+	// name of the load balancer; Octavia allows none.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name,omitempty"`
+
+	// vip is the load balancer's address on the shared subnet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	VIP string `json:"vip,omitempty"`
+
+	// service is namespace/name of the Service (or Gateway) the cloud
+	// controller manager created it for, when known (63 + 1 + 253 characters).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
 	Service string `json:"service,omitempty"`
 }
 
@@ -304,11 +428,18 @@ type LoadBalancer struct {
 // SharedNetworkAttachment is one nodegroup (MachineDeployment topology) of one
 // cluster attached to a SharedNetwork. The controller creates and owns it.
 type SharedNetworkAttachment struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   SharedNetworkAttachmentSpec   `json:"spec,omitempty"`
-	Status SharedNetworkAttachmentStatus `json:"status,omitempty"`
+	// spec is the nodegroup and the shared network and subnet it asked for.
+	// +required
+	Spec SharedNetworkAttachmentSpec `json:"spec,omitempty,omitzero"`
+	// status is where the attachment stands.
+	// +optional
+	Status SharedNetworkAttachmentStatus `json:"status,omitempty,omitzero"`
 }
 
 // +kubebuilder:object:root=true

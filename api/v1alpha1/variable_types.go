@@ -36,12 +36,13 @@ type SharedNetworkVariable struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// subnet is the ID of the one subnet of that network the nodegroup's nodes
 	// get their second address on. Required when the SharedNetwork allows
 	// several subnets.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=36
 	Subnet string `json:"subnet,omitempty"`
 }

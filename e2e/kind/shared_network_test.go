@@ -168,7 +168,7 @@ func waitAttached(ctx context.Context, c client.Client, namespace, cluster, topo
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: sharednetv1.AttachmentName(cluster, topology)}, a)).To(Succeed())
 		g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), "%s: %s", topology, a.Status.Message)
 		g.Expect(a.Status.AttachedNodes).To(Equal(a.Status.DesiredNodes))
-		g.Expect(a.Status.Nodes).To(HaveLen(int(a.Status.DesiredNodes)))
+		g.Expect(a.Status.Nodes).To(HaveLen(int(ptr.Deref(a.Status.DesiredNodes, 0))))
 		for _, n := range a.Status.Nodes {
 			addr, err := netip.ParseAddr(n.Address)
 			g.Expect(err).NotTo(HaveOccurred(), "machine %s", n.Machine)

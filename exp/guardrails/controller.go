@@ -186,7 +186,7 @@ func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clus
 		return err
 	}
 	before := a.Status.DeepCopy()
-	a.Status.Workload = &sharednetv1.WorkloadStatus{PolicyInstalled: true, Misconfigured: misconfigured,
+	a.Status.Workload = sharednetv1.WorkloadStatus{Policy: sharednetv1.WorkloadPolicyInstalled, Misconfigured: misconfigured,
 		UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, services)}
 	nodes, nodesErr := nodeIssues(ctx, wc, a, clusterCIDR)
 	a.Status.Workload.Nodes = nodes
@@ -377,11 +377,14 @@ func (r *Reconciler) vmIngress(ctx context.Context, a *sharednetv1.SharedNetwork
 	if err != nil {
 		return // keep the last answer
 	}
-	status := &sharednetv1.VMIngressStatus{Admitted: len(rules) > 0}
+	status := sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused}
+	if len(rules) > 0 {
+		status.Admission = sharednetv1.VMIngressAdmitted
+	}
 	for _, rule := range rules {
 		status.Rules = append(status.Rules, rule.SecurityGroupID+"/"+rule.ID)
 	}
-	if !status.Admitted {
+	if status.Admission != sharednetv1.VMIngressAdmitted {
 		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", facts.IPVersion, cidr)
 	}
 	a.Status.VMIngress = status

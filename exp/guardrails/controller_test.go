@@ -187,8 +187,8 @@ func TestGuardrailsReportWhatThePolicyCannotPrevent(t *testing.T) {
 			g.Expect(w.installedAnnotation()).To(BeTrue(), "recorded, so the policy is removed later")
 
 			a := w.attachment()
-			g.Expect(a.Status.Workload).NotTo(BeNil())
-			g.Expect(a.Status.Workload.PolicyInstalled).To(BeTrue())
+			g.Expect(a.Status.Workload).NotTo(BeZero())
+			g.Expect(a.Status.Workload.Policy).To(Equal(sharednetv1.WorkloadPolicyInstalled))
 			var issues []string
 			for _, m := range append(append([]sharednetv1.WorkloadObjectIssue{}, a.Status.Workload.Misconfigured...), a.Status.Workload.Nodes...) {
 				issues = append(issues, m.Name)
@@ -199,7 +199,7 @@ func TestGuardrailsReportWhatThePolicyCannotPrevent(t *testing.T) {
 			g.Expect(guarded.Status).To(Equal(tt.wantGuarded))
 			g.Expect(guarded.Message).To(ContainSubstring(tt.wantWords))
 			g.Expect(conditions.Get(a, sharednetv1.SharedCondition)).NotTo(BeNil(), "the attachment controller's conditions stay")
-			g.Expect(a.Status.VMIngress).NotTo(BeNil())
+			g.Expect(a.Status.VMIngress).NotTo(BeZero())
 			g.Expect(a.Status.VMIngress.Suggestion).To(ContainSubstring("--remote-ip 172.16.5.0/24"), "no VM security group admits the subnet yet")
 		})
 	}
@@ -243,7 +243,7 @@ func TestGuardrailsConnectOnlyToAttachedClusters(t *testing.T) {
 		w.reconcile()
 		g.Expect(w.connects).To(BeZero())
 		g.Expect(w.installedAnnotation()).To(BeFalse())
-		g.Expect(w.attachment().Status.Workload).To(BeNil())
+		g.Expect(w.attachment().Status.Workload).To(BeZero())
 	})
 
 	t.Run("not connected yet: tried again", func(t *testing.T) {
@@ -251,7 +251,7 @@ func TestGuardrailsConnectOnlyToAttachedClusters(t *testing.T) {
 		w := newWorld(t, true)
 		w.notConnected = true
 		g.Expect(w.reconcile().RequeueAfter).To(Equal(pollWorkload))
-		g.Expect(w.attachment().Status.Workload).To(BeNil())
+		g.Expect(w.attachment().Status.Workload).To(BeZero())
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"golang.org/x/term"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -148,7 +149,7 @@ func (x *demo) watchAttach(ctx context.Context, before []plane.Machine, n plane.
 		sort.Strings(addrs)
 		if len(before) == 0 && a != nil {
 			// Attached before this run: show the attachment's own count.
-			replaced = int(a.Status.AttachedNodes)
+			replaced = int(ptr.Deref(a.Status.AttachedNodes, 0))
 		}
 		line := fmt.Sprintf("%s: phase %-10s machines replaced %d/%d (old left %d)  shared addresses [%s]",
 			attachTo, phase, replaced, want, oldLeft, strings.Join(addrs, " "))

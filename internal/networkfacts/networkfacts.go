@@ -26,6 +26,8 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/utils/ptr"
+
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
@@ -78,8 +80,8 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 		s := subnets[i]
 		status := sharednetv1.SubnetStatus{
 			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion),
-			UsedAddresses: openstack.UsedInPools(s.AllocationPools, addresses[s.ID]),
-			FreeAddresses: openstack.FreeAddresses(s.AllocationPools, addresses[s.ID]),
+			UsedAddresses: ptr.To(openstack.UsedInPools(s.AllocationPools, addresses[s.ID])),
+			FreeAddresses: ptr.To(openstack.FreeAddresses(s.AllocationPools, addresses[s.ID])),
 		}
 		for _, p := range s.AllocationPools {
 			status.AllocationPools = append(status.AllocationPools, sharednetv1.AllocationPool{Start: p.Start.String(), End: p.End.String()})

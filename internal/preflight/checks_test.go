@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -50,7 +51,7 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
 		Spec: sharednetv1.SharedNetworkSpec{NetworkID: "net-1", Subnets: []string{"subnet-1"},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
-		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: "subnet-1", CIDR: "172.16.5.0/24", FreeAddresses: 200}},
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: "subnet-1", CIDR: "172.16.5.0/24", FreeAddresses: ptr.To[int64](200)}},
 			LastRefreshTime: &now, Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: now}}},
 	}
 	cluster := &clusterv1.Cluster{

@@ -206,7 +206,7 @@ func networkOf(sn *sharednetv1.SharedNetwork, status *sharednetv1.SharedNetworkS
 		if err != nil {
 			return nw, fmt.Sprintf("SharedNetwork %s status: subnet %s has CIDR %q (%v); nothing was changed, retry when its controller has read it again", sn.Name, s.ID, s.CIDR, err)
 		}
-		nw.Subnets = append(nw.Subnets, rules.Subnet{ID: s.ID, CIDR: cidr, FreeAddresses: int(s.FreeAddresses)})
+		nw.Subnets = append(nw.Subnets, rules.Subnet{ID: s.ID, CIDR: cidr, FreeAddresses: int(ptr.Deref(s.FreeAddresses, 0))})
 	}
 	return nw, ""
 }

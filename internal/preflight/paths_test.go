@@ -67,7 +67,7 @@ func newWorld(t *testing.T) *world {
 		Spec: sharednetv1.SharedNetworkSpec{NetworkID: network, Subnets: []string{subnet},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "yes"}}},
 		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, LastRefreshTime: &refreshed,
-			Subnets:    []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: 200}},
+			Subnets:    []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: ptr.To[int64](200)}},
 			Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: refreshed}}},
 	}
 	w.cluster = &clusterv1.Cluster{
@@ -242,7 +242,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 	t.Run("past the free addresses: refused with needed, free and who holds what", func(t *testing.T) {
 		g := NewWithT(t)
 		w, _ := grow(func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = ptr.To[int32](6) })
-		w.sn.Status.Subnets[0].FreeAddresses = 8
+		w.sn.Status.Subnets[0].FreeAddresses = ptr.To[int64](8)
 		other := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "other"}, Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{
 			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Name: "md-x", Replicas: ptr.To[int32](3)}}}}}}
 		variables.SetOverride(other, "md-x", []byte(`{"name":"vm"}`))
@@ -259,7 +259,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 		w, _ := grow(func(c *clusterv1.Cluster) {
 			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "az-1"}, {Name: "az-2"}, {Name: "az-3"}}
 		})
-		w.sn.Status.Subnets[0].FreeAddresses = 3
+		w.sn.Status.Subnets[0].FreeAddresses = ptr.To[int64](3)
 		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(ContainSubstring("needs 4 (max size 1 + 3 availability zone(s))")))
 		md(w.cluster, "md-a").FailureDomain = "az-2"

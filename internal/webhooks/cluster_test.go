@@ -70,7 +70,7 @@ func newFixture(t *testing.T) *fixture {
 		f.objs = append(f.objs, &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: sharednetv1.SharedNetworkSpec{NetworkID: network, Subnets: []string{subnet}, NamespaceSelector: selector},
 			Status: sharednetv1.SharedNetworkStatus{MTU: 1450, LastRefreshTime: &now, Conditions: ready,
-				Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: map[string]string{"vm": "172.16.5.0/24", "other": "172.16.6.0/24"}[name], FreeAddresses: 6}}}})
+				Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: map[string]string{"vm": "172.16.5.0/24", "other": "172.16.6.0/24"}[name], FreeAddresses: ptr.To[int64](6)}}}})
 	}
 	osc := &infrav1.OpenStackCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo", Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},

@@ -96,8 +96,8 @@ func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
 		g.Expect(ok).To(BeTrue())
 		g.Expect(f.CIDR).To(Equal("172.22.0.0/24"))
 		g.Expect(f.AllocationPools).To(Equal([]sharednetv1.AllocationPool{{Start: "172.22.0.10", End: "172.22.0.29"}}))
-		g.Expect(f.UsedAddresses).To(BeEquivalentTo(1))
-		g.Expect(f.FreeAddresses).To(BeEquivalentTo(19))
+		g.Expect(f.UsedAddresses).To(HaveValue(BeEquivalentTo(1)))
+		g.Expect(f.FreeAddresses).To(HaveValue(BeEquivalentTo(19)))
 	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
 
 	t.Run("steady state: one resync costs four requests", func(t *testing.T) {

@@ -119,8 +119,8 @@ func TestGuardrailsAreInstalledIntoTheWorkloadClusterAndAudit(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: guardrails.PolicyName}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})).To(Succeed())
 		got := &sharednetv1.SharedNetworkAttachment{}
 		g.Expect(env.Client.Get(ctx, key, got)).To(Succeed())
-		g.Expect(got.Status.Workload).NotTo(BeNil())
-		g.Expect(got.Status.Workload.PolicyInstalled).To(BeTrue())
+		g.Expect(got.Status.Workload).NotTo(BeZero())
+		g.Expect(got.Status.Workload.Policy).To(Equal(sharednetv1.WorkloadPolicyInstalled))
 		g.Expect(got.Status.Workload.Misconfigured).To(ContainElement(And(
 			HaveField("Kind", "Service"), HaveField("Name", "made-before"), HaveField("Reason", ContainSubstring("reachable from the internet")))))
 		g.Expect(got.Status.Workload.Misconfigured).To(ContainElement(And(

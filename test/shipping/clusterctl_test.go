@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -582,7 +583,7 @@ func generateCluster(t *testing.T, ctx context.Context, e *testenv.Environment, 
 		sn.Status.Subnets = []sharednetv1.SubnetStatus{{
 			ID: clusterVariables["SHARED_NETWORK_SUBNET_ID"], CIDR: sharedSubnetCIDR, IPVersion: 4,
 			AllocationPools: []sharednetv1.AllocationPool{{Start: "10.50.0.10", End: "10.50.0.250"}},
-			UsedAddresses:   0, FreeAddresses: 241,
+			UsedAddresses:   ptr.To[int64](0), FreeAddresses: ptr.To[int64](241),
 		}}
 		return e.Client.Status().Update(ctx, sn)
 	})
