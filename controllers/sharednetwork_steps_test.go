@@ -31,8 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -60,7 +63,7 @@ func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-sharednet-system", Name: "vm", UID: "secret-uid"},
 		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
 	s.client = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, sn, secret)...).
-		WithStatusSubresource(&sharednetv1.SharedNetwork{}).Build()
+		WithStatusSubresource(&sharednetv1.SharedNetwork{}).WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
 	vm := &fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}
 	s.r = &SharedNetworkReconciler{Client: s.client, Namespace: "capo-sharednet-system", Now: func() time.Time { return s.now },
 		Connect: func(context.Context, string, string, openstack.Credential) (VMProjectCloud, error) { return vm, nil }}

@@ -189,6 +189,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	// The capacity rule reads the Clusters of one SharedNetwork, not all.
+	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	// GetWebhookServer adds the server to the manager's runnables:
 	// controller-runtime starts it only then, whichever pieces are registered.
 	mgr.GetWebhookServer()

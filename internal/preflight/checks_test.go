@@ -62,7 +62,7 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}}}},
 		},
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).WithIndex(&clusterv1.Cluster{}, SharedNetworkIndex, SharedNetworksOf).Build()
 	return &Checker{Reader: c, Cloud: &fakecloud.Clouds{
 		Clusters:       map[string]*fakecloud.Project{"team-a/demo": clusterProject},
 		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},

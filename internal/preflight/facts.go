@@ -463,11 +463,12 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 // names subnet of SharedNetwork sn, except the one named except
 // (rules.ConsumerName; "" for none): the consumers the capacity rule reserves
 // room for. The SharedNetwork controller exports the sum of their headroom
-// (capo_sharednet_subnet_reserved_addresses).
+// (capo_sharednet_subnet_reserved_addresses). Only the Clusters that name sn
+// are read, through reader's SharedNetworkIndex.
 func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
 	clusters := &clusterv1.ClusterList{}
-	if err := reader.List(ctx, clusters); err != nil {
-		return nil, fmt.Errorf("listing Clusters: %w", err)
+	if err := reader.List(ctx, clusters, client.MatchingFields{SharedNetworkIndex: sn.Name}); err != nil {
+		return nil, fmt.Errorf("listing the Clusters using SharedNetwork %s: %w", sn.Name, err)
 	}
 	var out []rules.Consumer
 	for i := range clusters.Items {

@@ -127,7 +127,7 @@ func (w *world) variable(name, raw string) {
 
 func (w *world) checker() *Checker {
 	scheme := sharednetscheme.New()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).WithIndex(&clusterv1.Cluster{}, SharedNetworkIndex, SharedNetworksOf).Build()
 	return &Checker{Reader: c, Now: func() time.Time { return w.now }, Cloud: &fakecloud.Clouds{
 		Clusters:       map[string]*fakecloud.Project{"team-a/demo": w.project},
 		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: w.cloud, ID: "vm-project"}},

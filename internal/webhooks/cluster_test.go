@@ -94,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) validator(t *testing.T) *ClusterValidator {
 	t.Helper()
 	scheme := sharednetscheme.New()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
 	project := &fakecloud.Project{Cloud: f.cloud, ID: "cluster-project"}
 	osc := &infrav1.OpenStackCluster{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, osc); err != nil {

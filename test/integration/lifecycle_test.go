@@ -52,6 +52,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
@@ -75,6 +76,9 @@ func startAttachmentController(t *testing.T) *attachmentController {
 		}},
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
 	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: install.Namespace, Sessions: &openstack.Sessions{}}

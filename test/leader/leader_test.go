@@ -45,6 +45,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
@@ -481,6 +482,9 @@ func startReplica(t *testing.T, name string, vm *fakecloud.Project, clouds *fake
 		}},
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
 	recorder := mgr.GetEventRecorderFor("capo-sharednet")
