@@ -148,9 +148,14 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts.Namespace = install.Namespace
 	}
 	// Credentials stay in the extension's namespace: never watch Secrets elsewhere.
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-	}}
+	// Managed fields are never read: not cached, as CAPI's managers do
+	// (a third less heap at 500 Clusters x 4 nodegroups, test/scale).
+	cacheOpts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 	if opts.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}
 	}

@@ -1,0 +1,406 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package scale
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
+)
+
+const (
+	// startTimeout bounds the wait for every controller's workers.
+	startTimeout = 3 * time.Minute
+	// steadyState is how long the manager runs once every controller works.
+	steadyState = 30 * time.Second
+	// stopGrace is how long a SIGTERM is given before SIGKILL.
+	stopGrace = 15 * time.Second
+)
+
+// controllersOfTheManager are the controllers manager.New registers (the
+// workload guardrails, behind a feature gate that is off, are not).
+var controllersOfTheManager = []string{"sharednetwork", "sharednetworkattachment"}
+
+// measurement is what one run of the manager binary showed.
+type measurement struct {
+	Phase string `json:"phase"`
+	// PeakRSS is VmHWM of /proc/<pid>/status, RSS its VmRSS, at the end of
+	// the steady state; HeapInuse is go_memstats_heap_inuse_bytes of
+	// /metrics at the same moment.
+	PeakRSS   uint64 `json:"peakRSSBytes"`
+	RSS       uint64 `json:"rssBytes"`
+	HeapInuse uint64 `json:"heapInuseBytes"`
+	// Startup is from the start of the process until every controller
+	// logged "Starting workers".
+	Startup time.Duration `json:"startupNanoseconds"`
+	// Settled is from the start until the controllers' queues were empty
+	// (every object reconciled once).
+	Settled time.Duration `json:"settledNanoseconds"`
+	// LogLines and LogErrors (lines with an error) of the whole run.
+	LogLines  int `json:"logLines"`
+	LogErrors int `json:"logErrors"`
+	// Reconciles and ReconcileErrors by controller (controller_runtime_reconcile_total).
+	Reconciles      map[string]int `json:"reconciles"`
+	ReconcileErrors map[string]int `json:"reconcileErrors"`
+	// Rewritten counts the objects the run wrote, by kind (resourceVersion
+	// changed): none in a steady state.
+	Rewritten map[string]int `json:"rewritten,omitempty"`
+	Log       string         `json:"log"`
+}
+
+// artifactsDir is _artifacts/scale of the repository, where the figures
+// and the manager's logs are left for make bench.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	root, err := providers.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "_artifacts", "scale")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// managerBinary builds the manager as its Dockerfile does (CGO off, the
+// module's main package) into a temporary folder.
+func managerBinary(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	root, err := providers.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "manager")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of the manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tcp, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("%v is no TCP address", l.Addr())
+	}
+	return tcp.Port
+}
+
+// runManager runs the manager binary against the test's API server until
+// every controller has started its workers and then for steadyState, reads
+// its memory and stops it (SIGTERM, SIGKILL after stopGrace). The process
+// never outlives the test.
+func runManager(ctx context.Context, t *testing.T, bin, phase string) measurement {
+	t.Helper()
+	m := measurement{Phase: phase, Log: filepath.Join(artifactsDir(t), "manager-"+phase+".log")}
+	logFile, err := os.Create(m.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	diagnostics := freePort(t)
+	args := []string{
+		"--leader-elect=false",
+		"--webhook-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(freePort(t)),
+		"--webhook-cert-dir=" + env.CertDir,
+		"--health-addr=127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(diagnostics),
+		"--insecure-diagnostics",
+		"--credentials-namespace=" + install.Namespace,
+		"--logging-format=json",
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(runCtx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = stopGrace
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "POD_NAMESPACE="+install.Namespace, "POD_NAME=capo-sharednet-scale")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			cancel()
+			<-exited
+		})
+	}
+	t.Cleanup(stop)
+	running := func() error {
+		select {
+		case <-exited:
+			return fmt.Errorf("the manager (%s) exited: %v; its log: %s", phase, exitErr, m.Log)
+		default:
+			return nil
+		}
+	}
+
+	// Every controller's workers, from its log.
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if err := running(); err != nil {
+			t.Fatal(err)
+		}
+		log := readLog(t, m.Log)
+		if missing := log.notWorking(); len(missing) == 0 {
+			m.Startup = time.Since(started)
+			break
+		} else if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("the manager (%s): controllers %q had not started their workers after %s; its log: %s", phase, missing, startTimeout, m.Log)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The first reconcile of every object: until the controllers' queues
+	// are empty, still within startTimeout.
+	for {
+		if err := running(); err != nil {
+			t.Fatal(err)
+		}
+		metrics := getMetrics(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/metrics", diagnostics))
+		depth := map[string]float64{}
+		for _, c := range controllersOfTheManager {
+			if v, ok := metrics.value("workqueue_depth", `name="`+c+`"`); ok && v > 0 {
+				depth[c] = v
+			}
+		}
+		if len(depth) == 0 {
+			m.Settled = time.Since(started)
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("the manager (%s): its queues still hold %v after %s; its log: %s", phase, depth, startTimeout, m.Log)
+		}
+		time.Sleep(time.Second)
+	}
+	select {
+	case <-exited:
+		t.Fatal(running())
+	case <-time.After(steadyState):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PeakRSS, m.RSS = procKB(t, status, "VmHWM"), procKB(t, status, "VmRSS")
+	metrics := getMetrics(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/metrics", diagnostics))
+	heap, ok := metrics.value("go_memstats_heap_inuse_bytes")
+	if !ok {
+		t.Fatal("the manager's /metrics has no go_memstats_heap_inuse_bytes")
+	}
+	m.HeapInuse = uint64(heap)
+	m.Reconciles, m.ReconcileErrors = map[string]int{}, map[string]int{}
+	for _, c := range controllersOfTheManager {
+		sel := `controller="` + c + `"`
+		for _, result := range []string{"success", "error", "requeue", "requeue_after"} {
+			if v, ok := metrics.value("controller_runtime_reconcile_total", sel, `result="`+result+`"`); ok {
+				m.Reconciles[c] += int(v)
+			}
+		}
+		if v, ok := metrics.value("controller_runtime_reconcile_errors_total", sel); ok {
+			m.ReconcileErrors[c] = int(v)
+		}
+	}
+
+	stop()
+	// (Wait reports the cancel itself as context.Canceled even when the
+	// manager exits 0 on SIGTERM; the exit status is what counts.)
+	if !cmd.ProcessState.Success() {
+		t.Errorf("the manager (%s) did not stop cleanly on SIGTERM: %v (%s); its log: %s", phase, exitErr, cmd.ProcessState, m.Log)
+	}
+	log := readLog(t, m.Log)
+	m.LogLines, m.LogErrors = log.lines, log.errors
+	return m
+}
+
+// managerLog is what the manager's JSON log says so far.
+type managerLog struct {
+	lines, errors int
+	// registered and working: controllers that logged "Starting Controller"
+	// and "Starting workers".
+	registered, working map[string]bool
+}
+
+func (l managerLog) notWorking() []string {
+	var missing []string
+	for c := range l.registered {
+		if !l.working[c] {
+			missing = append(missing, c)
+		}
+	}
+	for _, c := range controllersOfTheManager {
+		if !l.working[c] && !l.registered[c] {
+			missing = append(missing, c)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+func readLog(t *testing.T, path string) managerLog {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := managerLog{registered: map[string]bool{}, working: map[string]bool{}}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			break // a partial last line is read again next time
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.lines++
+		var entry struct {
+			Msg        string `json:"msg"`
+			Controller string `json:"controller"`
+			Err        any    `json:"err"`
+		}
+		if json.Unmarshal(line, &entry) != nil {
+			if bytes.Contains(bytes.ToLower(line), []byte("error")) {
+				l.errors++
+			}
+			continue
+		}
+		if entry.Err != nil {
+			l.errors++
+		}
+		switch entry.Msg {
+		case "Starting Controller":
+			l.registered[entry.Controller] = true
+		case "Starting workers":
+			l.working[entry.Controller] = true
+		}
+	}
+	return l
+}
+
+// procKB reads a "Name:   1234 kB" line of /proc/<pid>/status, in bytes.
+func procKB(t *testing.T, status []byte, name string) uint64 {
+	t.Helper()
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) == 2 && fields[1] == "kB" {
+				kb, err := strconv.ParseUint(fields[0], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return kb * 1024
+			}
+		}
+	}
+	t.Fatalf("no %s in /proc/<pid>/status:\n%s", name, status)
+	return 0
+}
+
+// prometheusText is the Prometheus text exposition of /metrics.
+type prometheusText []string
+
+func getMetrics(ctx context.Context, t *testing.T, url string) prometheusText {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d, error %v", url, resp.StatusCode, err)
+	}
+	return strings.Split(string(body), "\n")
+}
+
+// value is the sample of metric whose labels contain every one of labels.
+func (p prometheusText) value(metric string, labels ...string) (float64, bool) {
+	for _, line := range p {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		var name, series, rest string
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			end := strings.LastIndexByte(line, '}')
+			if end < i {
+				continue
+			}
+			name, series, rest = line[:i], line[i:end+1], line[end+1:]
+		} else {
+			name, rest, _ = strings.Cut(line, " ")
+		}
+		if name != metric || slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(series, l) }) {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		return v, err == nil
+	}
+	return 0, false
+}
