@@ -60,10 +60,12 @@ type measurement struct {
 	Phase string `json:"phase"`
 	// PeakRSS is VmHWM of /proc/<pid>/status, RSS its VmRSS, at the end of
 	// the steady state; HeapInuse is go_memstats_heap_inuse_bytes of
-	// /metrics at the same moment.
-	PeakRSS   uint64 `json:"peakRSSBytes"`
-	RSS       uint64 `json:"rssBytes"`
-	HeapInuse uint64 `json:"heapInuseBytes"`
+	// /metrics right after a garbage collection (the live heap),
+	// HeapInuseBeforeGC the same just before it.
+	PeakRSS           uint64 `json:"peakRSSBytes"`
+	RSS               uint64 `json:"rssBytes"`
+	HeapInuse         uint64 `json:"heapInuseBytes"`
+	HeapInuseBeforeGC uint64 `json:"heapInuseBeforeGCBytes"`
 	// Startup is from the start of the process until every controller
 	// logged "Starting workers".
 	Startup time.Duration `json:"startupNanoseconds"`
@@ -143,8 +145,9 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	diagnostics := freePort(t)
+	diagnostics, profiler := freePort(t), freePort(t)
 	args := []string{
+		"--profiler-address=127.0.0.1:" + strconv.Itoa(profiler),
 		"--leader-elect=false",
 		"--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(freePort(t)),
@@ -238,9 +241,17 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 		t.Fatal(err)
 	}
 	m.PeakRSS, m.RSS = procKB(t, status, "VmHWM"), procKB(t, status, "VmRSS")
-	metrics := getMetrics(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/metrics", diagnostics))
-	heap, ok := metrics.value("go_memstats_heap_inuse_bytes")
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", diagnostics)
+	heap, ok := getMetrics(ctx, t, metricsURL).value("go_memstats_heap_inuse_bytes")
 	if !ok {
+		t.Fatal("the manager's /metrics has no go_memstats_heap_inuse_bytes")
+	}
+	m.HeapInuseBeforeGC = uint64(heap)
+	// The live heap: pprof's heap profile with gc=1 runs a collection first,
+	// so the figure does not depend on when the last one ran.
+	getMetrics(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", profiler))
+	metrics := getMetrics(ctx, t, metricsURL)
+	if heap, ok = metrics.value("go_memstats_heap_inuse_bytes"); !ok {
 		t.Fatal("the manager's /metrics has no go_memstats_heap_inuse_bytes")
 	}
 	m.HeapInuse = uint64(heap)
