@@ -54,8 +54,8 @@ run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(C
 	go run . --webhook-cert-dir=$(or $(CERT_DIR),/tmp/k8s-webhook-server/serving-certs) --diagnostics-address=127.0.0.1:8443 --health-addr=127.0.0.1:9440
 
 .PHONY: bench
-bench: envtest-assets ## Run the benchmarks (GeneratePatches vs a bare JSON round trip).
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test ./test/integration/ -run '^$$' -bench GeneratePatches -benchmem
+bench: ## Run the benchmarks of docs/performance.md (hooks, admission at scale, manager memory), each against a baseline of the same run; prints one table.
+	./hack/bench.sh
 
 .PHONY: testbed
 testbed: ## Install (once, as root) and start the OpenStack test bed on 127.0.0.1; prints clouds.yaml's path.
