@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,6 +84,14 @@ type AttachmentReconciler struct {
 	// their Cluster is gone, attachments) with that watch label are
 	// reconciled; every one when empty.
 	WatchFilterValue string
+
+	// observed holds, per attachment UID, the resourceVersion of the
+	// SharedNetwork its cloud observations (load balancers, CloudFits) were
+	// made at. An Attached nodegroup is observed again when the SharedNetwork
+	// is written again (each resync), not on every reconcile its machines'
+	// events cause: at scale those calls would grow with the events. Lost
+	// with the process: a new leader observes each attachment once.
+	observed sync.Map
 }
 
 func (r *AttachmentReconciler) checker() *preflight.Checker {
@@ -348,9 +357,12 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 	a.Status.DesiredNodes = ptr.To(rollout.Desired)
 	a.Status.AttachedNodes = ptr.To(int32(len(rollout.Nodes)))
 	a.Status.Nodes = rollout.Nodes
-	r.observeLoadBalancers(ctx, cluster, a)
-	if attaching && cluster != nil {
-		r.observeCloudFits(ctx, cluster, topology, a)
+	if last, ok := r.observed.Load(a.UID); !ok || last != sn.ResourceVersion || a.Status.Phase != sharednetv1.PhaseAttached {
+		r.observeLoadBalancers(ctx, cluster, a)
+		if attaching && cluster != nil {
+			r.observeCloudFits(ctx, cluster, topology, a)
+		}
+		r.observed.Store(a.UID, sn.ResourceVersion)
 	}
 	switch {
 	case attaching && rollout.Attached(carries):

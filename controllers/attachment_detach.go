@@ -139,6 +139,7 @@ func deletingCondition(cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkA
 // release removes the finalizer of an attachment whose share is released
 // and deletes it when nobody did yet.
 func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.SharedNetworkAttachment) error {
+	r.observed.Delete(a.UID)
 	// The object as it is now (its status was just written), not a: a
 	// conflict is retried by the next reconcile, which finds it unshared.
 	latest := &sharednetv1.SharedNetworkAttachment{}

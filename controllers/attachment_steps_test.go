@@ -456,3 +456,33 @@ func TestTheGuardrailsAndTheAttachmentControllerKeepEachOthersStatus(t *testing.
 		})
 	}
 }
+
+// TestAnAttachedNodegroupAsksTheCloudOncePerResync: once Attached, the
+// reconciles its machines' events cause make no OpenStack call; the cloud is
+// observed again when the SharedNetwork's facts are written again (each
+// resync), and a changed cloud still shows then.
+func TestAnAttachedNodegroupAsksTheCloudOncePerResync(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.nodegroup(2, true, machine{"m3", "md-a-new", "172.16.5.11"}, machine{"m4", "md-a-new", "172.16.5.12"})
+	s.reconcile()
+	g.Expect(s.attachment("md-a").Status.Phase).To(Equal(sharednetv1.PhaseAttached))
+
+	calls := func() int {
+		n := 0
+		for _, c := range s.cloud.Calls {
+			n += c
+		}
+		return n
+	}
+	before := calls()
+	for range 3 {
+		s.reconcile()
+	}
+	g.Expect(calls()).To(Equal(before), "steady state: no OpenStack call per reconcile")
+
+	s.setSharedNetworkMTU(1400) // what a resync that read a new MTU writes
+	s.reconcile()
+	g.Expect(calls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
+	g.Expect(condition(s.attachment("md-a"), sharednetv1.CloudFitsCondition).Reason).To(Equal(sharednetv1.ReasonCloudChanged))
+}
