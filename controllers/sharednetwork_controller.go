@@ -47,6 +47,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
 
@@ -152,9 +153,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		if len(consumers) > 0 {
 			r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
 				fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", len(consumers)))
-			err := r.patchStatus(ctx, sn, before)
-			r.publishMetrics(ctx, sn)
-			return reconcile.Result{RequeueAfter: r.resync()}, err
+			return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
 		}
 		forgetSubnetMetrics(sn.Name)
 		if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
@@ -177,9 +176,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	// Facts are read again when the spec or the credential changed, or the
 	// resync interval passed; otherwise no OpenStack call is made.
 	if wait, fresh := r.fresh(sn, secret); fresh {
-		err := r.patchStatus(ctx, sn, before)
-		r.publishMetrics(ctx, sn)
-		return reconcile.Result{RequeueAfter: wait}, err
+		return reconcile.Result{RequeueAfter: wait}, r.patchStatus(ctx, sn, before)
 	}
 
 	var result reconcile.Result
@@ -191,9 +188,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	sn.Status.ObservedGeneration = sn.Generation
 	sn.Status.ObservedIdentityVersion = secret.ResourceVersion
-	err = r.patchStatus(ctx, sn, before)
-	r.publishMetrics(ctx, sn)
-	if err != nil {
+	if err := r.patchStatus(ctx, sn, before); err != nil {
 		return reconcile.Result{}, err
 	}
 	if result.RequeueAfter == 0 {
@@ -267,11 +262,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "cannot size the nodegroups of a shared subnet: its reserved-addresses series is left out", "sharedNetwork", sn.Name, "subnet", s.ID)
 		} else {
-			reserved := 0
-			for _, c := range consumers {
-				reserved += c.Headroom()
-			}
-			m.reserved = &reserved
+			m.reserved = ptr.To(rules.Reserved(consumers))
 		}
 		out = append(out, m)
 	}
@@ -311,7 +302,10 @@ func (r *SharedNetworkReconciler) setReady(sn *sharednetv1.SharedNetwork, status
 	}
 }
 
+// patchStatus publishes the metrics of the status as reconciled and writes
+// the status when it changed.
 func (r *SharedNetworkReconciler) patchStatus(ctx context.Context, sn *sharednetv1.SharedNetwork, before *sharednetv1.SharedNetworkStatus) error {
+	r.publishMetrics(ctx, sn)
 	if equality.Semantic.DeepEqual(before, &sn.Status) {
 		return nil
 	}

@@ -59,7 +59,7 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 		fail(resp, fmt.Errorf("reading builtin.cluster: %v", err))
 		return
 	}
-	reads := &callReads{}
+	reads := &callReads{sharedNetworks: map[string]*sharednetv1.SharedNetwork{}, grantedPorts: map[grantKey]*infrav1.PortOpts{}}
 	for i := range req.Items {
 		item := &req.Items[i]
 		if !isMachineDeploymentInfraTemplate(item.HolderReference) {
@@ -192,9 +192,6 @@ func (h *Handlers) sharedNetwork(ctx context.Context, reads *callReads, name str
 	} else if err != nil {
 		return nil, err
 	}
-	if reads.sharedNetworks == nil {
-		reads.sharedNetworks = map[string]*sharednetv1.SharedNetwork{}
-	}
 	reads.sharedNetworks[name] = sn
 	return sn, nil
 }
@@ -261,9 +258,6 @@ func (h *Handlers) grantedPort(ctx context.Context, reads *callReads, namespace 
 		}
 	} else {
 		port = ptr.To(sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet))
-	}
-	if reads.grantedPorts == nil {
-		reads.grantedPorts = map[grantKey]*infrav1.PortOpts{}
 	}
 	reads.grantedPorts[key] = port
 	return port, nil

@@ -81,6 +81,17 @@ func (c Consumer) Need() int { return c.MaxSize + c.zones() }
 // holds, never negative.
 func (c Consumer) Headroom() int { return max(0, c.Need()-c.Attached) }
 
+// Reserved is what the consumers may still take together: the sum of their
+// headroom, which the capacity rule keeps free and the reserved-addresses
+// metric exports.
+func Reserved(consumers []Consumer) int {
+	reserved := 0
+	for _, c := range consumers {
+		reserved += c.Headroom()
+	}
+	return reserved
+}
+
 // CapacityInput are the facts the capacity rule needs.
 type CapacityInput struct {
 	Subnet        string
@@ -99,16 +110,14 @@ func Capacity(in CapacityInput) *Violation {
 	fail := func(format string, a ...any) *Violation {
 		return &Violation{Rule: RuleCapacity, Field: FieldSubnet, Message: fmt.Sprintf(format, a...)}
 	}
-	need := in.New.Headroom()
-	reserved := 0
-	var others []string
-	for _, o := range in.Others {
-		if h := o.Headroom(); h > 0 {
-			reserved += h
-			others = append(others, fmt.Sprintf("%s holds %d and may take %d more", o.Name, o.Attached, h))
-		}
-	}
+	need, reserved := in.New.Headroom(), Reserved(in.Others)
 	if in.FreeAddresses < need+reserved {
+		var others []string
+		for _, o := range in.Others {
+			if h := o.Headroom(); h > 0 {
+				others = append(others, fmt.Sprintf("%s holds %d and may take %d more", o.Name, o.Attached, h))
+			}
+		}
 		attached := ""
 		if in.New.Attached > 0 {
 			attached = fmt.Sprintf(", %d already attached", in.New.Attached)
