@@ -334,6 +334,25 @@ func benchAgainstBaseline(b *testing.B, handler func() error, base func() error)
 
 var benchSizes = []int{100, 1000}
 
+// answersAsTheFakeClient calls the handler over the informer-like reader
+// the benchmark times and over controller-runtime's fake client, and fails
+// unless both answer byte for byte the same; it returns that answer.
+func (w *benchWorld) answersAsTheFakeClient(b *testing.B, call func(*Handlers) ([]byte, error)) []byte {
+	b.Helper()
+	want, err := call(w.handlers(w.fake))
+	if err != nil {
+		b.Fatal(err)
+	}
+	got, err := call(w.handlers(w.cache))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		b.Fatalf("the informer-like reader answers\n%s\nthe fake client\n%s", got, want)
+	}
+	return got
+}
+
 func BenchmarkGeneratePatches(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodegroups=%d", n), func(b *testing.B) {
@@ -343,19 +362,8 @@ func BenchmarkGeneratePatches(b *testing.B) {
 			call := func(h *Handlers) ([]byte, error) {
 				return serve(body, h.GeneratePatches)
 			}
-			// The informer-like reader answers exactly what the fake
-			// client does: the attached half gets its port, no other.
-			want, err := call(w.handlers(w.fake))
-			if err != nil {
-				b.Fatal(err)
-			}
-			got, err := call(h)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				b.Fatalf("the informer-like reader answers\n%s\nthe fake client\n%s", got, want)
-			}
+			// The attached half gets its port, no other.
+			got := w.answersAsTheFakeClient(b, call)
 			resp := &runtimehooksv1.GeneratePatchesResponse{}
 			if err := json.Unmarshal(got, resp); err != nil {
 				b.Fatal(err)
@@ -380,17 +388,7 @@ func BenchmarkValidateTopology(b *testing.B) {
 			call := func(h *Handlers) ([]byte, error) {
 				return serve(body, h.ValidateTopology)
 			}
-			want, err := call(w.handlers(w.fake))
-			if err != nil {
-				b.Fatal(err)
-			}
-			got, err := call(h)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				b.Fatalf("the informer-like reader answers\n%s\nthe fake client\n%s", got, want)
-			}
+			got := w.answersAsTheFakeClient(b, call)
 			resp := &runtimehooksv1.ValidateTopologyResponse{}
 			if err := json.Unmarshal(got, resp); err != nil {
 				b.Fatal(err)

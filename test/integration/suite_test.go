@@ -27,7 +27,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,16 +62,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
-	env, err = testenv.Start(ctx, testenv.Options{ExtraCRDPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}})
+	env, err = testenv.StartWithExtension(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	if err := startExtension(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "starting the extension:", err)
 		return 1

@@ -90,6 +90,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
 
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 	"github.com/capo-sharednet/capo-sharednet/test/standins"
 )
@@ -598,4 +599,22 @@ func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (strin
 		return "", err
 	}
 	return ns.Name, nil
+}
+
+// StartWithExtension is Start with what the extension's own test packages
+// need on top: its CRDs (config/crd/bases) and its namespace
+// (install.Namespace), where the credential Secrets live.
+func StartWithExtension(ctx context.Context) (*Environment, error) {
+	root, err := providers.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	e, err := Start(ctx, Options{ExtraCRDPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}); err != nil {
+		return nil, errors.Join(fmt.Errorf("creating namespace %s: %w", install.Namespace, err), e.Stop())
+	}
+	return e, nil
 }
