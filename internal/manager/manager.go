@@ -198,6 +198,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
+	// ... and the sizes of a subnet's consumers from a table kept by events,
+	// not decoded again on every admission.
+	consumers := preflight.NewConsumerTable()
+	if err := consumers.Watch(context.Background(), mgr.GetCache()); err != nil {
+		return nil, err
+	}
 	// GetWebhookServer adds the server to the manager's runnables:
 	// controller-runtime starts it only then, whichever pieces are registered.
 	mgr.GetWebhookServer()
@@ -212,7 +218,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	return &Manager{
 		Manager: mgr, Server: srv, Sessions: sessions, Credentials: creds,
-		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Cloud: creds},
+		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: consumers, Cloud: creds},
 		opts:      opts,
 	}, nil
 }
@@ -259,6 +265,7 @@ func (m *Manager) SetupAttachmentController() error {
 	if err := (&controllers.AttachmentReconciler{
 		Client:           m.GetClient(),
 		Credentials:      m.Credentials,
+		Checker:          m.Preflight,
 		Recorder:         m.recorder(),
 		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m); err != nil {

@@ -44,6 +44,10 @@ import (
 type Checker struct {
 	// Reader reads Kubernetes objects (the manager's cache).
 	Reader client.Reader
+	// Consumers answers the consumers of a subnet for the capacity rule
+	// (the manager's ConsumerTable); when nil they are listed through
+	// Reader (SubnetConsumers).
+	Consumers Consumers
 	// Cloud opens sessions for the facts only OpenStack has (the cluster
 	// network's MTU, the port quota, load balancers on the subnet, a
 	// SharedNetwork's facts when its status is not current).

@@ -452,53 +452,17 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 	if self.Attached, err = attachedAddresses(ctx, c.Reader, cluster, topology); err != nil {
 		return nil, nil, err
 	}
-	others, err := SubnetConsumers(ctx, c.Reader, sn, subnet, rules.ConsumerName(cluster.Namespace, cluster.Name, topology))
+	except := rules.ConsumerName(cluster.Namespace, cluster.Name, topology)
+	var others []rules.Consumer
+	if c.Consumers != nil {
+		others, err = c.Consumers.SubnetConsumers(sn, subnet, except)
+	} else {
+		others, err = SubnetConsumers(ctx, c.Reader, sn, subnet, except)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return self, others, nil
-}
-
-// SubnetConsumers sizes every nodegroup, of every cluster, whose variable
-// names subnet of SharedNetwork sn, except the one named except
-// (rules.ConsumerName; "" for none): the consumers the capacity rule reserves
-// room for. The SharedNetwork controller exports the sum of their headroom
-// (capo_sharednet_subnet_reserved_addresses). Only the Clusters that name sn
-// are read, through reader's SharedNetworkIndex.
-func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
-	clusters := &clusterv1.ClusterList{}
-	if err := reader.List(ctx, clusters, client.MatchingFields{SharedNetworkIndex: sn.Name}); err != nil {
-		return nil, fmt.Errorf("listing the Clusters using SharedNetwork %s: %w", sn.Name, err)
-	}
-	var out []rules.Consumer
-	for i := range clusters.Items {
-		cl := &clusters.Items[i]
-		values, err := variables.Nodegroups(cl)
-		if err != nil {
-			continue
-		}
-		for other, value := range values {
-			name := rules.ConsumerName(cl.Namespace, cl.Name, other)
-			if name == except || value.Name != sn.Name {
-				continue
-			}
-			if s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet); v != nil || s != subnet {
-				continue
-			}
-			size := sizeOf(cl, other)
-			maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
-			if v != nil {
-				return nil, fmt.Errorf("nodegroup %s: %w", name, v)
-			}
-			attached, err := attachedAddresses(ctx, reader, cl, other)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rules.Consumer{Name: name, MaxSize: maxSize,
-				Zones: rules.Zones(size.FailureDomain, size.ClusterFailureDomains), Attached: attached})
-		}
-	}
-	return out, nil
 }
 
 // attachedAddresses are the addresses a nodegroup holds on its subnet.

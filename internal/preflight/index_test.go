@@ -20,7 +20,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -156,10 +157,6 @@ func TestSharedNetworksOfNamesEachNetworkOnce(t *testing.T) {
 func TestIndexedSubnetConsumersAreThoseOfEveryCluster(t *testing.T) {
 	ctx := context.Background()
 	c, vm := indexWorld(t)
-	byName := func(cs []rules.Consumer) []rules.Consumer {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
-		return cs
-	}
 	for _, tc := range []struct {
 		subnet, except string
 		want           []rules.Consumer
@@ -207,4 +204,10 @@ func TestSubnetConsumersNeedTheIndex(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(sharednetscheme.New()).Build()
 	_, err := SubnetConsumers(context.Background(), c, &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}}, "s-1", "")
 	g.Expect(err).To(MatchError(ContainSubstring("listing the Clusters using SharedNetwork vm")), "a reader without the index is an error, never no consumers")
+}
+
+// byName sorts consumers (answers are in map order).
+func byName(cs []rules.Consumer) []rules.Consumer {
+	slices.SortFunc(cs, func(a, b rules.Consumer) int { return strings.Compare(a.Name, b.Name) })
+	return cs
 }

@@ -19,6 +19,7 @@ package rules
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,7 +114,7 @@ func Capacity(in CapacityInput) *Violation {
 	need, reserved := in.New.Headroom(), Reserved(in.Others)
 	if in.FreeAddresses < need+reserved {
 		var others []string
-		for _, o := range in.Others {
+		for _, o := range byName(in.Others) {
 			if h := o.Headroom(); h > 0 {
 				others = append(others, fmt.Sprintf("%s holds %d and may take %d more", o.Name, o.Attached, h))
 			}
@@ -137,4 +138,12 @@ func Capacity(in CapacityInput) *Violation {
 			*in.PortQuotaFree, in.New.Name, need, in.Subnet, in.New.MaxSize, in.New.zones())
 	}
 	return nil
+}
+
+// byName is consumers sorted by name, so a refusal reads the same whatever
+// order they were gathered in.
+func byName(consumers []Consumer) []Consumer {
+	sorted := slices.Clone(consumers)
+	slices.SortFunc(sorted, func(a, b Consumer) int { return strings.Compare(a.Name, b.Name) })
+	return sorted
 }

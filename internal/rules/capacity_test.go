@@ -154,3 +154,19 @@ func TestCapacity(t *testing.T) {
 		})
 	}
 }
+
+func TestCapacityRefusalNamesTheOthersInOneOrder(t *testing.T) {
+	others := []Consumer{{Name: "team-b/stage/md-0", MaxSize: 3}, {Name: "team-a/prod/md-b", MaxSize: 5}, {Name: "team-c/old/md-x", MaxSize: 1}}
+	in := CapacityInput{Subnet: "sub-1", FreeAddresses: 5, New: Consumer{Name: "team-a/prod/md-a", MaxSize: 2}, Others: others}
+	want := Capacity(in).Message
+	reversed := CapacityInput{Subnet: "sub-1", FreeAddresses: 5, New: in.New, Others: []Consumer{others[2], others[1], others[0]}}
+	if got := Capacity(reversed).Message; got != want {
+		t.Errorf("the consumers gathered in another order give another refusal:\n%s\n%s", got, want)
+	}
+	if !strings.Contains(want, "(team-a/prod/md-b holds 0 and may take 6 more, team-b/stage/md-0 holds 0 and may take 4 more, team-c/old/md-x") {
+		t.Errorf("the others are not named by name: %s", want)
+	}
+	if others[0].Name != "team-b/stage/md-0" {
+		t.Errorf("the refusal reordered its caller's consumers: %v", others)
+	}
+}

@@ -48,6 +48,7 @@ import (
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/test/fakeinformers"
 )
 
 // Scale of the management cluster the admission benchmark decides in.
@@ -74,7 +75,14 @@ type scaleWorld struct {
 	request   admission.Request
 }
 
-func newScaleWorld(tb testing.TB, n int, overCache bool) *scaleWorld {
+// The readers the decision is benchmarked over.
+const (
+	fakeClient    = "fake-client"
+	cacheReader   = "cache-reader"
+	consumerTable = "consumer-table"
+)
+
+func newScaleWorld(tb testing.TB, n int, reader string) *scaleWorld {
 	tb.Helper()
 	cloud := fakecloud.New()
 	now := metav1.Now()
@@ -143,10 +151,26 @@ func newScaleWorld(tb testing.TB, n int, overCache bool) *scaleWorld {
 	scheme := sharednetscheme.New()
 	var c client.Reader = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
-	if overCache {
-		c = newIndexedStore(tb, scheme, objs)
+	checker := &preflight.Checker{Reader: c, Cloud: clouds}
+	if reader != fakeClient {
+		checker.Reader = newIndexedStore(tb, scheme, objs)
 	}
-	w := &scaleWorld{cloud: cloud, validator: &ClusterValidator{Checker: &preflight.Checker{Reader: c, Cloud: clouds}, Decoder: admission.NewDecoder(scheme)}}
+	if reader == consumerTable {
+		table, informers := preflight.NewConsumerTable(), fakeinformers.Informers{}
+		if err := table.Watch(context.Background(), informers); err != nil {
+			tb.Fatal(err)
+		}
+		var consumers []client.Object
+		for _, obj := range objs {
+			switch obj.(type) {
+			case *clusterv1.Cluster, *sharednetv1.SharedNetworkAttachment:
+				consumers = append(consumers, obj)
+			}
+		}
+		informers.Synced(consumers...)
+		checker.Consumers = table
+	}
+	w := &scaleWorld{cloud: cloud, validator: &ClusterValidator{Checker: checker, Decoder: admission.NewDecoder(scheme)}}
 
 	// The decision: cluster-000 attaches md-2 to sn-0.
 	now2 := subject.DeepCopy()
@@ -188,19 +212,23 @@ func (w *scaleWorld) calls() int {
 // both alike). Reported: ns per decision of each, their ratio
 // (x-1-cluster) and the live OpenStack calls one decision makes.
 //
-// fake-client reads through controller-runtime's fake client, whose List
-// JSON-copies every object of the kind before it applies a field index;
-// cache-reader through client-go's thread-safe indexed store, as the
-// manager's informer cache does (only the matching objects are copied).
+// consumer-table is the manager's: objects read through client-go's
+// thread-safe indexed store, as the manager's informer cache does, and the
+// consumers of the subnet from preflight.ConsumerTable, kept by informer
+// events. The two others list and size the consumers on each decision
+// (what the Checker does without a table): cache-reader through the same
+// store (only the Clusters naming the SharedNetwork are copied);
+// fake-client through controller-runtime's fake client, whose List
+// JSON-copies every object of the kind before it applies a field index.
 func BenchmarkClusterAdmissionAtScale(b *testing.B) {
-	for _, reader := range []string{"fake-client", "cache-reader"} {
-		b.Run(reader, func(b *testing.B) { benchmarkAdmission(b, reader == "cache-reader") })
+	for _, reader := range []string{consumerTable, cacheReader, fakeClient} {
+		b.Run(reader, func(b *testing.B) { benchmarkAdmission(b, reader) })
 	}
 }
 
-func benchmarkAdmission(b *testing.B, overCache bool) {
+func benchmarkAdmission(b *testing.B, reader string) {
 	b.Helper()
-	one, many := newScaleWorld(b, 1, overCache), newScaleWorld(b, benchClusters, overCache)
+	one, many := newScaleWorld(b, 1, reader), newScaleWorld(b, benchClusters, reader)
 	one.decide(b) // warm both: first reads, decoders
 	many.decide(b)
 	callsOne, callsMany := one.calls(), many.calls()

@@ -1,0 +1,271 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
+)
+
+// ErrConsumersNotRead is the ConsumerTable's answer until the manager's
+// cache has delivered every Cluster and attachment to it.
+var ErrConsumersNotRead = errors.New("the extension has not yet read every Cluster and SharedNetworkAttachment since it started")
+
+// ConsumerTable is every nodegroup's claim on the SharedNetworks (its size
+// and the subnet its value names) and the addresses each attachment holds,
+// kept from the manager's Cluster and attachment informers. The capacity
+// rule reads a subnet's consumers from it instead of decoding and sizing
+// each of them on every admission: at 500 Clusters a subnet has hundreds
+// (docs/performance.md). It answers what SubnetConsumers answers over the
+// same cache, and answers nothing (ErrConsumersNotRead) until both
+// informers delivered their first list, so a manager that just started
+// refuses as cannot-verify rather than judging on half the consumers.
+type ConsumerTable struct {
+	mu          sync.Mutex
+	ofCluster   map[client.ObjectKey][]claim             // what each Cluster claims
+	clustersOf  map[string]map[client.ObjectKey]struct{} // SharedNetwork → the Clusters claiming it
+	attachments map[client.ObjectKey]attached            // by the attachment's key
+	// consumers is, per SharedNetwork, its claims with the addresses each
+	// holds, made when first asked after a change: most events (a Cluster's
+	// status, an attachment's conditions) change no claim and keep it.
+	consumers map[string][]consumer
+
+	synced   []func() bool
+	isSynced atomic.Bool
+}
+
+// attached is what an attachment says of its nodegroup.
+type attached struct {
+	cluster  client.ObjectKey // its spec's Cluster
+	consumer string           // rules.ConsumerName of its spec
+	nodes    int              // addresses it holds on the subnet
+}
+
+// consumer is a claim and the addresses its nodegroup holds.
+type consumer struct {
+	claim
+	holds int
+}
+
+// NewConsumerTable returns an empty table; Watch feeds it.
+func NewConsumerTable() *ConsumerTable {
+	return &ConsumerTable{
+		ofCluster:   map[client.ObjectKey][]claim{},
+		clustersOf:  map[string]map[client.ObjectKey]struct{}{},
+		attachments: map[client.ObjectKey]attached{},
+		consumers:   map[string][]consumer{},
+	}
+}
+
+// Informers is the part of the manager's cache (mgr.GetCache()) Watch takes.
+type Informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// Watch feeds the table from the Cluster and SharedNetworkAttachment
+// informers. Called before the cache starts (internal/manager's NewManager),
+// it starts with them.
+func (t *ConsumerTable) Watch(ctx context.Context, informers Informers) error {
+	for _, w := range []struct {
+		obj     client.Object
+		handler toolscache.ResourceEventHandler
+	}{
+		{&clusterv1.Cluster{}, t.ClusterEvents()},
+		{&sharednetv1.SharedNetworkAttachment{}, t.AttachmentEvents()},
+	} {
+		informer, err := informers.GetInformer(ctx, w.obj)
+		if err != nil {
+			return fmt.Errorf("the consumer table: informer of %T: %w", w.obj, err)
+		}
+		registration, err := informer.AddEventHandler(w.handler)
+		if err != nil {
+			return fmt.Errorf("the consumer table: watching %T: %w", w.obj, err)
+		}
+		t.synced = append(t.synced, registration.HasSynced)
+	}
+	return nil
+}
+
+// ClusterEvents keeps the claims of Clusters.
+func (t *ConsumerTable) ClusterEvents() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.setCluster(obj, false) },
+		UpdateFunc: func(_, obj any) { t.setCluster(obj, false) },
+		DeleteFunc: func(obj any) { t.setCluster(obj, true) },
+	}
+}
+
+// AttachmentEvents keeps the addresses attachments hold.
+func (t *ConsumerTable) AttachmentEvents() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.setAttachment(obj, false) },
+		UpdateFunc: func(_, obj any) { t.setAttachment(obj, false) },
+		DeleteFunc: func(obj any) { t.setAttachment(obj, true) },
+	}
+}
+
+// object is an event's object, also when a watch missed its deletion.
+func object(obj any) any {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return tombstone.Obj
+	}
+	return obj
+}
+
+func (t *ConsumerTable) setCluster(obj any, deleted bool) {
+	cluster, ok := object(obj).(*clusterv1.Cluster)
+	if !ok {
+		return
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	var claims []claim
+	if !deleted {
+		claims = claimsOf(cluster) // outside the lock: it decodes the variables
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before := t.ofCluster[key]
+	if slices.EqualFunc(before, claims, claim.same) {
+		return
+	}
+	for _, c := range before {
+		delete(t.clustersOf[c.sharedNetwork], key)
+		if len(t.clustersOf[c.sharedNetwork]) == 0 {
+			delete(t.clustersOf, c.sharedNetwork)
+		}
+		delete(t.consumers, c.sharedNetwork)
+	}
+	delete(t.ofCluster, key)
+	if len(claims) == 0 {
+		return
+	}
+	t.ofCluster[key] = claims
+	for _, c := range claims {
+		if t.clustersOf[c.sharedNetwork] == nil {
+			t.clustersOf[c.sharedNetwork] = map[client.ObjectKey]struct{}{}
+		}
+		t.clustersOf[c.sharedNetwork][key] = struct{}{}
+		delete(t.consumers, c.sharedNetwork)
+	}
+}
+
+func (t *ConsumerTable) setAttachment(obj any, deleted bool) {
+	a, ok := object(obj).(*sharednetv1.SharedNetworkAttachment)
+	if !ok {
+		return
+	}
+	key := client.ObjectKeyFromObject(a)
+	now := attached{
+		cluster:  client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.ClusterName},
+		consumer: rules.ConsumerName(a.Namespace, a.Spec.ClusterName, a.Spec.MachineDeploymentTopology),
+		nodes:    len(a.Status.Nodes),
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before, had := t.attachments[key]
+	switch {
+	case deleted:
+		delete(t.attachments, key)
+	case had && before == now:
+		return
+	default:
+		t.attachments[key] = now
+	}
+	// The SharedNetworks its Cluster (before and now) claims hold other numbers.
+	for _, cluster := range []client.ObjectKey{before.cluster, now.cluster} {
+		for _, c := range t.ofCluster[cluster] {
+			delete(t.consumers, c.sharedNetwork)
+		}
+	}
+}
+
+// hasSynced says whether every informer delivered its first list.
+func (t *ConsumerTable) hasSynced() bool {
+	if t.isSynced.Load() {
+		return true
+	}
+	if len(t.synced) == 0 {
+		return false
+	}
+	for _, synced := range t.synced {
+		if !synced() {
+			return false
+		}
+	}
+	t.isSynced.Store(true)
+	return true
+}
+
+// consumersOf is every claim on SharedNetwork name with the addresses it
+// holds (as attachments.Get finds them: the object of the nodegroup's
+// attachment name, when its spec names that nodegroup). Called locked.
+func (t *ConsumerTable) consumersOf(name string) []consumer {
+	if out, ok := t.consumers[name]; ok {
+		return out
+	}
+	out := []consumer{}
+	for key := range t.clustersOf[name] {
+		for _, c := range t.ofCluster[key] {
+			if c.sharedNetwork != name {
+				continue
+			}
+			holds := 0
+			if a, ok := t.attachments[c.attachment]; ok && a.consumer == c.name {
+				holds = a.nodes
+			}
+			out = append(out, consumer{claim: c, holds: holds})
+		}
+	}
+	t.consumers[name] = out
+	return out
+}
+
+// SubnetConsumers implements Consumers.
+func (t *ConsumerTable) SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
+	if !t.hasSynced() {
+		return nil, ErrConsumersNotRead
+	}
+	on := &subnetOf{sn: sn}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	all := t.consumersOf(sn.Name)
+	out := make([]rules.Consumer, 0, len(all))
+	for i := range all {
+		c := &all[i]
+		if c.name == except || !on.is(c.subnet, subnet) {
+			continue
+		}
+		if c.invalid != nil {
+			return nil, c.invalid
+		}
+		out = append(out, c.consumer(c.holds))
+	}
+	return out, nil
+}
