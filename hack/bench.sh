@@ -17,7 +17,7 @@ assets=$(./hack/ensure-envtest-assets.sh)
 : >"$out/bench.txt"
 run() { timeout --kill-after=30 1200 "$@" 2>&1 | tee -a "$out/bench.txt"; }
 run go test -run '^$' -bench . -benchtime=2s -benchmem -count=1 ./internal/hooks
-run go test -run '^$' -bench ClusterAdmissionAtScale -benchtime=50x -benchmem -count=1 ./internal/webhooks
+run go test -run '^$' -bench ClusterAdmissionAtScale -benchtime=200x -benchmem -count=1 ./internal/webhooks
 CAPO_SHAREDNET_SCALE=1 KUBEBUILDER_ASSETS="$assets" run go test -count=1 -timeout 15m -run TestManagerMemory ./test/scale -v
 
 echo
