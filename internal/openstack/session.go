@@ -137,7 +137,9 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 			return nil, fmt.Errorf("%s: cacert holds no PEM certificate", cred.Name)
 		}
 	}
-	var transport http.RoundTripper = &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig}
+	counting := newCountingTransport(&http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig})
+	counting.add(map[string]string{provider.IdentityBase: ServiceIdentity})
+	var transport http.RoundTripper = counting
 	if opts.WrapTransport != nil {
 		transport = opts.WrapTransport(transport)
 	}
@@ -152,6 +154,9 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	result, ok := provider.GetAuthResult().(tokens.CreateResult)
 	if !ok {
 		return nil, fmt.Errorf("%s: unexpected authentication result %T", cred.Name, provider.GetAuthResult())
+	}
+	if catalog, err := result.ExtractServiceCatalog(); err == nil {
+		counting.addCatalog(catalog)
 	}
 	project, err := result.ExtractProject()
 	if err != nil || project == nil || project.ID == "" {
