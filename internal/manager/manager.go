@@ -213,6 +213,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return nil, err
 	}
+	if err := mgr.AddReadyzCheck("consumers", consumers.ReadyzCheck); err != nil {
+		return nil, err
+	}
 
 	sessions := &openstack.Sessions{Options: opts.OpenStack}
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}

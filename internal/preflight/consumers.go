@@ -53,15 +53,17 @@ type claim struct {
 	invalid       error // a max size that is not a node count: the subnet cannot be judged
 }
 
-// claimsOf is every claim of cluster's nodegroups; none when a value
-// cannot be decoded (the value rule refuses it at admission).
+// claimsOf is every claim of cluster's nodegroups, in topology order (so
+// equal Clusters make equal lists); none when a value cannot be decoded
+// (the value rule refuses it at admission).
 func claimsOf(cluster *clusterv1.Cluster) []claim {
 	values, err := variables.Nodegroups(cluster)
 	if err != nil {
 		return nil
 	}
 	claims := make([]claim, 0, len(values))
-	for topology, value := range values {
+	for _, topology := range sortedKeys(values) {
+		value := values[topology]
 		c := claim{name: rules.ConsumerName(cluster.Namespace, cluster.Name, topology), topology: topology,
 			attachment: client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}, sharedNetwork: value.Name, subnet: value.Subnet}
 		size := sizeOf(cluster, topology)
@@ -85,9 +87,9 @@ func (c claim) same(o claim) bool {
 	return c == o
 }
 
-// consumer is c holding attached addresses.
-func (c claim) consumer(attached int) rules.Consumer {
-	return rules.Consumer{Name: c.name, MaxSize: c.maxSize, Zones: c.zones, Attached: attached}
+// consumer is c holding holds addresses.
+func (c claim) consumer(holds int) rules.Consumer {
+	return rules.Consumer{Name: c.name, MaxSize: c.maxSize, Zones: c.zones, Attached: holds}
 }
 
 // subnetOf resolves the subnets claims name on one SharedNetwork, each

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,8 +55,8 @@ type ConsumerTable struct {
 	attachments map[client.ObjectKey]attached            // by the attachment's key
 	// consumers is, per SharedNetwork, its claims with the addresses each
 	// holds, made when first asked after a change: most events (a Cluster's
-	// status, an attachment's conditions) change no claim and keep it.
-	consumers map[string][]consumer
+	// or an attachment's conditions) change no claim and keep it.
+	consumers map[string][]entry
 
 	synced   []func() bool
 	isSynced atomic.Bool
@@ -68,8 +69,8 @@ type attached struct {
 	nodes    int              // addresses it holds on the subnet
 }
 
-// consumer is a claim and the addresses its nodegroup holds.
-type consumer struct {
+// entry is a claim and the addresses its nodegroup holds.
+type entry struct {
 	claim
 	holds int
 }
@@ -80,7 +81,7 @@ func NewConsumerTable() *ConsumerTable {
 		ofCluster:   map[client.ObjectKey][]claim{},
 		clustersOf:  map[string]map[client.ObjectKey]struct{}{},
 		attachments: map[client.ObjectKey]attached{},
-		consumers:   map[string][]consumer{},
+		consumers:   map[string][]entry{},
 	}
 }
 
@@ -90,9 +91,12 @@ type Informers interface {
 }
 
 // Watch feeds the table from the Cluster and SharedNetworkAttachment
-// informers. Called before the cache starts (internal/manager's NewManager),
-// it starts with them.
+// informers. Called once, before the cache starts (internal/manager's
+// NewManager): it starts with them.
 func (t *ConsumerTable) Watch(ctx context.Context, informers Informers) error {
+	if len(t.synced) > 0 {
+		return errors.New("the consumer table already watches its informers")
+	}
 	for _, w := range []struct {
 		obj     client.Object
 		handler toolscache.ResourceEventHandler
@@ -131,8 +135,8 @@ func (t *ConsumerTable) AttachmentEvents() toolscache.ResourceEventHandler {
 	}
 }
 
-// object is an event's object, also when a watch missed its deletion.
-func object(obj any) any {
+// eventObject is an event's object, also when a watch missed its deletion.
+func eventObject(obj any) any {
 	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		return tombstone.Obj
 	}
@@ -140,7 +144,7 @@ func object(obj any) any {
 }
 
 func (t *ConsumerTable) setCluster(obj any, deleted bool) {
-	cluster, ok := object(obj).(*clusterv1.Cluster)
+	cluster, ok := eventObject(obj).(*clusterv1.Cluster)
 	if !ok {
 		return
 	}
@@ -177,7 +181,7 @@ func (t *ConsumerTable) setCluster(obj any, deleted bool) {
 }
 
 func (t *ConsumerTable) setAttachment(obj any, deleted bool) {
-	a, ok := object(obj).(*sharednetv1.SharedNetworkAttachment)
+	a, ok := eventObject(obj).(*sharednetv1.SharedNetworkAttachment)
 	if !ok {
 		return
 	}
@@ -206,6 +210,16 @@ func (t *ConsumerTable) setAttachment(obj any, deleted bool) {
 	}
 }
 
+// ReadyzCheck is a healthz.Checker: ready once the table has read every
+// Cluster and attachment, so that admission is not sent to a replica
+// whose capacity decisions would wait for its cache.
+func (t *ConsumerTable) ReadyzCheck(_ *http.Request) error {
+	if !t.hasSynced() {
+		return ErrConsumersNotRead
+	}
+	return nil
+}
+
 // hasSynced says whether every informer delivered its first list.
 func (t *ConsumerTable) hasSynced() bool {
 	if t.isSynced.Load() {
@@ -226,11 +240,11 @@ func (t *ConsumerTable) hasSynced() bool {
 // consumersOf is every claim on SharedNetwork name with the addresses it
 // holds (as attachments.Get finds them: the object of the nodegroup's
 // attachment name, when its spec names that nodegroup). Called locked.
-func (t *ConsumerTable) consumersOf(name string) []consumer {
+func (t *ConsumerTable) consumersOf(name string) []entry {
 	if out, ok := t.consumers[name]; ok {
 		return out
 	}
-	out := []consumer{}
+	out := []entry{}
 	for key := range t.clustersOf[name] {
 		for _, c := range t.ofCluster[key] {
 			if c.sharedNetwork != name {
@@ -240,7 +254,7 @@ func (t *ConsumerTable) consumersOf(name string) []consumer {
 			if a, ok := t.attachments[c.attachment]; ok && a.consumer == c.name {
 				holds = a.nodes
 			}
-			out = append(out, consumer{claim: c, holds: holds})
+			out = append(out, entry{claim: c, holds: holds})
 		}
 	}
 	t.consumers[name] = out

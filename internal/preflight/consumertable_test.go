@@ -37,10 +37,10 @@ import (
 
 // tableOver is a table fed, through Watch, with every Cluster and
 // attachment c holds, its informers synced.
-func tableOver(t *testing.T, c client.Client) (*ConsumerTable, fakeinformers.Informers) {
+func tableOver(t *testing.T, c client.Client) (*ConsumerTable, *fakeinformers.Informers) {
 	t.Helper()
 	ctx := context.Background()
-	table, informers := NewConsumerTable(), fakeinformers.Informers{}
+	table, informers := NewConsumerTable(), fakeinformers.New()
 	if err := table.Watch(ctx, informers); err != nil {
 		t.Fatal(err)
 	}
@@ -52,36 +52,42 @@ func tableOver(t *testing.T, c client.Client) (*ConsumerTable, fakeinformers.Inf
 	if err := c.List(ctx, attachments); err != nil {
 		t.Fatal(err)
 	}
-	var objs []client.Object
+	objs := []client.Object{&clusterv1.Cluster{}, &sharednetv1.SharedNetworkAttachment{}}
 	for i := range clusters.Items {
 		objs = append(objs, &clusters.Items[i])
 	}
 	for i := range attachments.Items {
 		objs = append(objs, &attachments.Items[i])
 	}
-	informers.Synced(objs...)
+	informers.Synced(objs[2:]...)
+	informers.Delivered(objs[0])
+	informers.Delivered(objs[1])
 	return table, informers
 }
 
 // agree checks that the table answers as listing the Clusters does, for
-// each subnet of sn, with no consumer left out and with each left out.
+// each subnet of sn, leaving out no nodegroup and each nodegroup of every
+// Cluster in turn.
 func agree(t *testing.T, g Gomega, c client.Client, table *ConsumerTable, sn *sharednetv1.SharedNetwork, subnets ...string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, subnet := range subnets {
-		listed, listErr := SubnetConsumers(ctx, c, sn, subnet, "")
-		excepts := []string{"", "team-z/none/md-a"}
-		for _, consumer := range listed {
-			excepts = append(excepts, consumer.Name)
+	clusters := &clusterv1.ClusterList{}
+	g.Expect(c.List(ctx, clusters)).To(Succeed())
+	excepts := []string{""}
+	for _, cl := range clusters.Items {
+		for _, md := range cl.Spec.Topology.Workers.MachineDeployments {
+			excepts = append(excepts, rules.ConsumerName(cl.Namespace, cl.Name, md.Name))
 		}
+	}
+	for _, subnet := range subnets {
 		for _, except := range excepts {
 			want, wantErr := SubnetConsumers(ctx, c, sn, subnet, except)
 			got, err := table.SubnetConsumers(sn, subnet, except)
-			if listErr != nil || wantErr != nil {
+			if wantErr != nil {
 				g.Expect(err).To(Equal(wantErr), "subnet %s except %q: the same refusal as the listing", subnet, except)
 				continue
 			}
-			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(err).NotTo(HaveOccurred(), "subnet %s except %q", subnet, except)
 			g.Expect(got).To(ConsistOf(want), "subnet %s except %q: the consumers the listing finds", subnet, except)
 		}
 	}
@@ -93,15 +99,27 @@ func TestConsumerTableAnswersAsListingTheClusters(t *testing.T) {
 	c, vm := indexWorld(t)
 	table, informers := tableOver(t, c)
 	clusters, attachmentInformer := informers.Of(&clusterv1.Cluster{}), informers.Of(&sharednetv1.SharedNetworkAttachment{})
-	check := func(step string) {
+	consumer := func(name string) rules.Consumer {
+		t.Helper()
+		for _, subnet := range []string{"s-1", "s-2"} {
+			got, err := table.SubnetConsumers(vm, subnet, "")
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, c := range got {
+				if c.Name == name {
+					return c
+				}
+			}
+		}
+		return rules.Consumer{}
+	}
+	// check compares the table with the listing, and says what moved.
+	check := func(step string, name string, want rules.Consumer) {
 		t.Helper()
 		t.Log(step)
 		agree(t, g, c, table, vm, "s-1", "s-2", "s-9")
+		g.Expect(consumer(name)).To(Equal(want), step)
 	}
-	check("as created")
-	got, err := table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(got).To(ContainElement(rules.Consumer{Name: "team-a/demo/md-c", MaxSize: 4, Zones: 2, Attached: 2}), "the addresses its attachment holds")
+	check("as created: the addresses its attachment holds", "team-a/demo/md-c", rules.Consumer{Name: "team-a/demo/md-c", MaxSize: 4, Zones: 2, Attached: 2})
 
 	update := func(namespace, name string, change func(*clusterv1.Cluster)) {
 		t.Helper()
@@ -112,24 +130,97 @@ func TestConsumerTableAnswersAsListingTheClusters(t *testing.T) {
 		g.Expect(c.Update(ctx, cl)).To(Succeed())
 		clusters.Update(old, cl)
 	}
+	// Attachments in team-b.
+	writeAttachment := func(cluster, topology string, nodes int) *sharednetv1.SharedNetworkAttachment {
+		t.Helper()
+		a := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: sharednetv1.AttachmentName(cluster, topology)},
+			Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: cluster, MachineDeploymentTopology: topology, SharedNetwork: "vm", Subnet: "s-1"}}
+		for i := range nodes {
+			a.Status.Nodes = append(a.Status.Nodes, sharednetv1.AttachedNode{Machine: fmt.Sprintf("m-%d", i)})
+		}
+		g.Expect(c.Create(ctx, a)).To(Succeed())
+		attachmentInformer.Add(a)
+		return a
+	}
+	deleteAttachment := func(a *sharednetv1.SharedNetworkAttachment) {
+		t.Helper()
+		g.Expect(c.Delete(ctx, a)).To(Succeed())
+		attachmentInformer.Delete(a)
+	}
+	// One fact of one claim at a time: each must reach the table.
+	update("team-b", "demo", func(cl *clusterv1.Cluster) { md(cl, "md-a").Replicas = ptr.To[int32](9) })
+	check("replicas", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 9, Zones: 1})
+	update("team-b", "demo", func(cl *clusterv1.Cluster) {
+		cl.Status.FailureDomains = append(cl.Status.FailureDomains, clusterv1.FailureDomain{Name: "az-9"})
+	})
+	check("the Cluster's failure domains (status)", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 9, Zones: 2})
+	update("team-b", "demo", func(cl *clusterv1.Cluster) {
+		md(cl, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "30"}
+	})
+	check("the autoscaler's max size", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 30, Zones: 2})
+	update("team-b", "demo", func(cl *clusterv1.Cluster) { md(cl, "md-a").FailureDomain = "az-9" })
+	check("its own failure domain", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 30, Zones: 1})
+	update("team-b", "demo", func(cl *clusterv1.Cluster) { variables.SetOverride(cl, "md-a", []byte(`{"name":"vm","subnet":"s-2"}`)) })
+	check("another subnet of the same network", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 30, Zones: 1})
+	got, err := table.SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).NotTo(ContainElement(HaveField("Name", "team-b/demo/md-a")), "no longer on s-1")
+	update("team-b", "demo", func(cl *clusterv1.Cluster) {
+		cl.Status.Conditions = append(cl.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue})
+	})
+	check("a condition (no claim changes)", "team-b/demo/md-a", rules.Consumer{Name: "team-b/demo/md-a", MaxSize: 30, Zones: 1})
+
 	update("team-a", "demo", func(cl *clusterv1.Cluster) {
-		cl.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](9)
 		variables.SetOverride(cl, "md-c", []byte(`{"name":"other"}`)) // moves to another network
 		variables.SetOverride(cl, "md-d", []byte(`{"name":"vm","subnet":"s-2"}`))
 	})
-	check("a Cluster grows one nodegroup, moves one away and attaches another")
+	check("a Cluster moves one nodegroup away and attaches another", "team-a/demo/md-c", rules.Consumer{})
+	// An object of the name of team-b/elsewhere/md-a's attachment that
+	// belongs to another pair (names joined with a dash collide;
+	// attachments.Get does not take it).
+	foreign := writeAttachment("elsewhere-md", "a", 5)
+	g.Expect(foreign.Name).To(Equal(sharednetv1.AttachmentName("elsewhere", "md-a")))
 	update("team-b", "elsewhere", func(cl *clusterv1.Cluster) {
 		variables.SetOverride(cl, "md-a", []byte(`{"name":"vm","subnet":"s-1"}`))
 	})
-	check("a Cluster of another network's comes to vm")
+	elsewhere := rules.Consumer{Name: "team-b/elsewhere/md-a", MaxSize: 9, Zones: 1}
+	check("a Cluster of another network's comes to vm; the attachment of its name is another pair's", elsewhere.Name, elsewhere)
 	update("team-c", "undecodable", func(cl *clusterv1.Cluster) {
 		variables.SetOverride(cl, "md-a", []byte(`{"name":"vm","subnet":"s-1"}`))
 	})
-	check("a value that could not be decoded is mended: its Cluster counts again")
+	check("a value that could not be decoded is mended: its Cluster counts again", "team-c/undecodable/md-b", rules.Consumer{Name: "team-c/undecodable/md-b", MaxSize: 11, Zones: 1})
 	update("team-a", "both", func(cl *clusterv1.Cluster) {
-		variables.SetOverride(cl, "md-a", []byte(`{"name":"vm","subnet":"s-1,s-2"}`))
+		variables.SetOverride(cl, "md-b", []byte(`{"name":"vm","subnet":"s-1,s-2"}`))
 	})
-	check("a value naming two subnets counts on neither")
+	check("a value naming two subnets counts on neither", "team-a/both/md-b", rules.Consumer{})
+
+	// Then its own attachment, whose nodes change, then none.
+	deleteAttachment(foreign)
+	own := writeAttachment("elsewhere", "md-a", 3)
+	holding := elsewhere
+	holding.Attached = 3
+	check("its own attachment", elsewhere.Name, holding)
+	old := own.DeepCopy()
+	own.Status.Nodes = own.Status.Nodes[:1]
+	g.Expect(c.Update(ctx, own)).To(Succeed())
+	attachmentInformer.Update(old, own)
+	holding.Attached = 1
+	check("its attachment lists fewer nodes", elsewhere.Name, holding)
+	deleteAttachment(own)
+	check("its attachment deleted", elsewhere.Name, elsewhere)
+
+	// A max size that is not a node count: neither judges the subnet, unless
+	// that nodegroup is the one being judged (agree leaves out each in turn).
+	update("team-b", "elsewhere", func(cl *clusterv1.Cluster) {
+		md(cl, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "lots"}
+	})
+	_, err = table.SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).To(MatchError(ContainSubstring(`nodegroup team-b/elsewhere/md-a: capacity: annotation cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size="lots" is not a node count`)))
+	_, err = table.SubnetConsumers(vm, "s-1", "team-b/elsewhere/md-a")
+	g.Expect(err).NotTo(HaveOccurred(), "the nodegroup being judged is not its own consumer")
+	agree(t, g, c, table, vm, "s-1", "s-2", "s-9")
+	update("team-b", "elsewhere", func(cl *clusterv1.Cluster) { md(cl, "md-a").Metadata.Annotations = nil })
+	check("a max size mended", elsewhere.Name, elsewhere)
 
 	// A Cluster deleted; another whose deletion the watch missed (a tombstone).
 	for _, key := range []client.ObjectKey{{Namespace: "team-b", Name: "demo"}, {Namespace: "team-a", Name: "autoscaled"}} {
@@ -142,70 +233,73 @@ func TestConsumerTableAnswersAsListingTheClusters(t *testing.T) {
 			table.ClusterEvents().OnDelete(toolscache.DeletedFinalStateUnknown{Key: key.String(), Obj: cl})
 		}
 	}
-	check("Clusters deleted, one seen only as a tombstone")
-
-	// Attachments: one written, one whose name belongs to another nodegroup
-	// (attachments.Get does not take it), one deleted.
-	attachment := func(cluster, topology, name string, nodes int) *sharednetv1.SharedNetworkAttachment {
-		a := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: name},
-			Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: cluster, MachineDeploymentTopology: topology, SharedNetwork: "vm", Subnet: "s-1"}}
-		for i := range nodes {
-			a.Status.Nodes = append(a.Status.Nodes, sharednetv1.AttachedNode{Machine: fmt.Sprintf("m-%d", i)})
-		}
-		g.Expect(c.Create(ctx, a)).To(Succeed())
-		attachmentInformer.Add(a)
-		return a
-	}
-	attachment("elsewhere", "md-a", sharednetv1.AttachmentName("elsewhere", "md-a"), 3)
-	attachment("elsewhere", "md-b", sharednetv1.AttachmentName("elsewhere", "md-a")+"-x", 5)
-	check("attachments written, one of a name that is not its nodegroup's")
-	a := &sharednetv1.SharedNetworkAttachment{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-c")}, a)).To(Succeed())
-	g.Expect(c.Delete(ctx, a)).To(Succeed())
-	attachmentInformer.Delete(a)
-	check("an attachment deleted")
-
-	// A max size that is not a node count: neither judges the subnet.
-	update("team-b", "elsewhere", func(cl *clusterv1.Cluster) {
-		cl.Spec.Topology.Workers.MachineDeployments[0].Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "lots"}
-	})
-	_, err = table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ContainSubstring(`nodegroup team-b/elsewhere/md-a: capacity: annotation cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size="lots" is not a node count`)))
-	check("a max size that is not a node count")
+	check("Clusters deleted, one seen only as a tombstone", "team-a/autoscaled/md-a", rules.Consumer{})
 }
 
-func TestConsumerTableAnswersNothingUntilItReadEveryObject(t *testing.T) {
+func TestConsumerTableAnswersNothingUntilItsHandlersGotTheFirstList(t *testing.T) {
 	g := NewWithT(t)
 	vm := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{Subnets: []string{"s-1"}}}
 
 	_, err := NewConsumerTable().SubnetConsumers(vm, "s-1", "")
 	g.Expect(err).To(MatchError(ErrConsumersNotRead), "not watching anything: no answer")
 
-	table, informers := NewConsumerTable(), fakeinformers.Informers{}
+	table, informers := NewConsumerTable(), fakeinformers.New()
 	g.Expect(table.Watch(context.Background(), informers)).To(Succeed())
+	g.Expect(table.Watch(context.Background(), informers)).NotTo(Succeed(), "watched once")
 	informers.Of(&clusterv1.Cluster{}).Synced = true
+	informers.Of(&sharednetv1.SharedNetworkAttachment{}).Synced = true
+	_, err = table.SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).To(MatchError(ErrConsumersNotRead), "the informers synced, but the first list not yet handed to the table")
+	g.Expect(table.ReadyzCheck(nil)).To(MatchError(ErrConsumersNotRead))
+	informers.Delivered(&clusterv1.Cluster{})
 	_, err = table.SubnetConsumers(vm, "s-1", "")
 	g.Expect(err).To(MatchError(ErrConsumersNotRead), "the attachments not read yet: the addresses they hold are unknown")
-	informers.Of(&sharednetv1.SharedNetworkAttachment{}).Synced = true
+	informers.Delivered(&sharednetv1.SharedNetworkAttachment{})
 	got, err := table.SubnetConsumers(vm, "s-1", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeEmpty())
+	g.Expect(table.ReadyzCheck(nil)).To(Succeed())
 }
 
-func TestAnAttachIsCannotVerifyUntilTheTableReadEveryObject(t *testing.T) {
+func TestUntilTheTableReadEveryObjectTheCheckerListsTheConsumers(t *testing.T) {
 	g := NewWithT(t)
 	w := newWorld(t)
 	w.class()
+	// Another cluster reserves 201 of the 200 free addresses.
+	big := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "big"},
+		Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
+			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a", Replicas: ptr.To[int32](200)}}}}}}
+	variables.SetOverride(big, "md-a", []byte(`{"name":"vm"}`))
+	w.objs = append(w.objs, big)
 	c := w.checker()
-	c.Consumers = NewConsumerTable()
-	before := w.cluster.DeepCopy()
-	before.Spec.Topology.Workers.MachineDeployments[0].Variables.Overrides = nil
-	facts := c.Admission(context.Background(), before, w.cluster)
-	g.Expect(facts.Nodegroups).To(HaveLen(1))
-	g.Expect(facts.Nodegroups[0].CannotVerify).To(Equal(ErrConsumersNotRead.Error()+"; nothing was changed, retry later"),
-		"a manager that just started refuses the attach rather than judging it on half the consumers")
-	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(MatchError(ContainSubstring(ErrConsumersNotRead.Error())))
+	c.Consumers = NewConsumerTable() // has read nothing: an empty answer would admit
+	refused := MatchError(And(ContainSubstring("capacity:"), ContainSubstring("team-a/big/md-a holds 0 and may take 201 more")))
+	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(refused, "a replica that just started lists the consumers")
 
 	c.Consumers, _ = tableOver(t, c.Reader.(client.Client))
-	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed(), "once it read them")
+	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(refused, "once it read them, from the table")
+}
+
+func TestConsumerTableServesWhileItIsFed(t *testing.T) {
+	c, vm := indexWorld(t)
+	table, informers := tableOver(t, c)
+	clusters := &clusterv1.ClusterList{}
+	if err := c.List(context.Background(), clusters); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			cl := clusters.Items[i%len(clusters.Items)].DeepCopy()
+			md(cl, "md-a").Replicas = ptr.To(int32(i))
+			informers.Of(&clusterv1.Cluster{}).Update(&clusters.Items[i%len(clusters.Items)], cl)
+		}
+	}()
+	for range 200 {
+		if _, err := table.SubnetConsumers(vm, "s-1", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
 }

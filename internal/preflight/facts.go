@@ -456,7 +456,10 @@ func (c *Checker) capacityFacts(ctx context.Context, cluster *clusterv1.Cluster,
 	var others []rules.Consumer
 	if c.Consumers != nil {
 		others, err = c.Consumers.SubnetConsumers(sn, subnet, except)
-	} else {
+	}
+	// Until the table has read every object (a replica that just started),
+	// list them: the same answer, from the cache, which waits for its sync.
+	if c.Consumers == nil || errors.Is(err, ErrConsumersNotRead) {
 		others, err = SubnetConsumers(ctx, c.Reader, sn, subnet, except)
 	}
 	if err != nil {

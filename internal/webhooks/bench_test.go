@@ -156,7 +156,7 @@ func newScaleWorld(tb testing.TB, n int, reader string) *scaleWorld {
 		checker.Reader = newIndexedStore(tb, scheme, objs)
 	}
 	if reader == consumerTable {
-		table, informers := preflight.NewConsumerTable(), fakeinformers.Informers{}
+		table, informers := preflight.NewConsumerTable(), fakeinformers.New()
 		if err := table.Watch(context.Background(), informers); err != nil {
 			tb.Fatal(err)
 		}

@@ -18,8 +18,9 @@ limitations under the License.
 // controller-runtime's FakeInformer, a FAKE for fast tests of what is fed
 // by informer events (preflight.ConsumerTable): the test hands each event
 // to the informer of its kind (Of(obj).Add, Update, Delete) and says when
-// its first list is delivered (Of(obj).Synced = true), which the
-// registrations report as client-go's do.
+// the first list is delivered to the handlers registered on it
+// (Delivered), which their registrations then report, as client-go's do.
+// An informer's own HasSynced (Of(obj).Synced) is not its handlers'.
 package fakeinformers
 
 import (
@@ -33,38 +34,65 @@ import (
 )
 
 // Informers holds one FakeInformer per Go type of object.
-type Informers map[string]*controllertest.FakeInformer
+type Informers struct {
+	informers map[string]*controllertest.FakeInformer
+	delivered map[string]bool
+}
+
+// New returns informers with nothing delivered.
+func New() *Informers {
+	return &Informers{informers: map[string]*controllertest.FakeInformer{}, delivered: map[string]bool{}}
+}
+
+func kindOf(obj client.Object) string { return fmt.Sprintf("%T", obj) }
 
 // Of is the informer of obj's kind.
-func (f Informers) Of(obj client.Object) *controllertest.FakeInformer {
-	kind := fmt.Sprintf("%T", obj)
-	if f[kind] == nil {
-		f[kind] = &controllertest.FakeInformer{}
+func (f *Informers) Of(obj client.Object) *controllertest.FakeInformer {
+	kind := kindOf(obj)
+	if f.informers[kind] == nil {
+		f.informers[kind] = &controllertest.FakeInformer{}
 	}
-	return f[kind]
+	return f.informers[kind]
 }
 
 // GetInformer implements the cache's method of that name.
-func (f Informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
-	return registering{f.Of(obj)}, nil
+func (f *Informers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	return informer{FakeInformer: f.Of(obj), registration: registration{f: f, kind: kindOf(obj)}}, nil
 }
 
-// registering returns registrations (FakeInformer's are nil) that have
-// synced when the informer has.
-type registering struct{ *controllertest.FakeInformer }
-
-func (r registering) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	_, err := r.FakeInformer.AddEventHandler(h)
-	return r, err
+// Delivered says the informer of obj's kind has synced and delivered its
+// first list to every handler.
+func (f *Informers) Delivered(obj client.Object) {
+	f.Of(obj).Synced = true
+	f.delivered[kindOf(obj)] = true
 }
 
-// Synced delivers objs to the informers of their kinds and marks every
-// informer synced: a cache that has read them all.
-func (f Informers) Synced(objs ...client.Object) {
+// Synced delivers objs to the informers of their kinds, then their first
+// list to every handler: a cache that has read them all.
+func (f *Informers) Synced(objs ...client.Object) {
 	for _, obj := range objs {
 		f.Of(obj).Add(obj)
 	}
-	for _, informer := range f {
-		informer.Synced = true
+	for _, obj := range objs {
+		f.Delivered(obj)
 	}
 }
+
+// informer returns registrations (FakeInformer's are nil) that report
+// whether the first list was delivered to them.
+type informer struct {
+	*controllertest.FakeInformer
+	registration registration
+}
+
+func (i informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	_, err := i.FakeInformer.AddEventHandler(h)
+	return i.registration, err
+}
+
+type registration struct {
+	f    *Informers
+	kind string
+}
+
+func (r registration) HasSynced() bool { return r.f.delivered[r.kind] }
