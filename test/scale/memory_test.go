@@ -20,8 +20,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -108,24 +110,31 @@ func TestManagerMemoryAt500ClustersOf4Nodegroups(t *testing.T) {
 		"SharedNetwork":           func() client.ObjectList { return &sharednetv1.SharedNetworkList{} },
 		"SharedNetworkAttachment": func() client.ObjectList { return &sharednetv1.SharedNetworkAttachmentList{} },
 	}
-	before := map[string]map[string]string{}
+	before := map[string]map[string]client.Object{}
 	for kind, list := range kinds {
-		rv, err := resourceVersions(ctx, list())
+		objs, err := snapshot(ctx, list())
 		if err != nil {
 			t.Fatal(err)
 		}
-		before[kind] = rv
+		before[kind] = objs
 	}
 	loaded := runManager(ctx, t, bin, "500x4")
 	loaded.Rewritten = map[string]int{}
 	for kind, list := range kinds {
-		after, err := resourceVersions(ctx, list())
+		after, err := snapshot(ctx, list())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for key, rv := range after {
-			if before[kind][key] != rv {
-				loaded.Rewritten[kind]++
+		for _, key := range slices.Sorted(maps.Keys(after)) {
+			was, now := before[kind][key], after[key]
+			if was != nil && was.GetResourceVersion() == now.GetResourceVersion() {
+				continue
+			}
+			loaded.Rewritten[kind]++
+			if loaded.Rewritten[kind] <= 3 { // what it wrote, for the first few
+				wasJSON, _ := json.Marshal(was)
+				nowJSON, _ := json.Marshal(now)
+				t.Logf("%s %s rewritten;\nbefore: %s\nafter:  %s", kind, key, wasJSON, nowJSON)
 			}
 		}
 	}

@@ -654,19 +654,19 @@ func setReady(a *sharednetv1.SharedNetworkAttachment) {
 	)
 }
 
-// resourceVersions are the resourceVersions of every object of a list
-// kind, to tell which ones a run of the manager wrote.
-func resourceVersions(ctx context.Context, list client.ObjectList) (map[string]string, error) {
+// snapshot is every object of a list kind by namespace/name, to tell which
+// ones a run of the manager wrote and what it changed.
+func snapshot(ctx context.Context, list client.ObjectList) (map[string]client.Object, error) {
 	if err := env.Client.List(ctx, list); err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]client.Object{}
 	err := meta.EachListItem(list, func(o runtime.Object) error {
 		obj, ok := o.(client.Object)
 		if !ok {
 			return fmt.Errorf("%T is not a client.Object", o)
 		}
-		out[obj.GetNamespace()+"/"+obj.GetName()] = obj.GetResourceVersion()
+		out[obj.GetNamespace()+"/"+obj.GetName()] = obj
 		return nil
 	})
 	return out, err
