@@ -357,7 +357,15 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, cluster *clus
 	a.Status.DesiredNodes = ptr.To(rollout.Desired)
 	a.Status.AttachedNodes = ptr.To(int32(len(rollout.Nodes)))
 	a.Status.Nodes = rollout.Nodes
-	if last, ok := r.observed.Load(a.UID); !ok || last != sn.ResourceVersion || a.Status.Phase != sharednetv1.PhaseAttached {
+	// The cloud is observed again when the SharedNetwork was written since
+	// the last look (each resync), and once more as the nodegroup becomes
+	// Attached; not on every reconcile its machines' events cause, while it
+	// rolls out or once Attached (a 2-node rollout is some sixty reconciles).
+	// A detach looks every time.
+	last, ok := r.observed.Load(a.UID)
+	becomingAttached := attaching && rollout.Attached(carries) && a.Status.Phase != sharednetv1.PhaseAttached
+	detaching := !attaching && a.Status.Phase != sharednetv1.PhaseAttached
+	if !ok || last != sn.ResourceVersion || becomingAttached || detaching {
 		r.observeLoadBalancers(ctx, cluster, a)
 		if attaching && cluster != nil {
 			r.observeCloudFits(ctx, cluster, topology, a)

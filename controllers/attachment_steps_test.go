@@ -486,3 +486,44 @@ func TestAnAttachedNodegroupAsksTheCloudOncePerResync(t *testing.T) {
 	g.Expect(calls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
 	g.Expect(condition(s.attachment("md-a"), sharednetv1.CloudFitsCondition).Reason).To(Equal(sharednetv1.ReasonCloudChanged))
 }
+
+// TestARollingOutNodegroupAsksTheCloudOncePerResyncAndAsItBecomesAttached:
+// the reconciles a rollout's machine events cause make no OpenStack call;
+// the load balancers and CloudFits are observed once more in the reconcile
+// that finds the nodegroup Attached.
+func TestARollingOutNodegroupAsksTheCloudOncePerResyncAndAsItBecomesAttached(t *testing.T) {
+	g := NewWithT(t)
+	s := newAuthorityStory(t, true, nil)
+	s.nodegroup(2, true, machine{"m3", "md-a-new", "172.16.5.11"}, machine{"m4", "md-a-old", ""})
+	s.reconcile()
+	g.Expect(s.attachment("md-a").Status.Phase).To(Equal(sharednetv1.PhaseRollingOut))
+
+	calls := func() int {
+		n := 0
+		for _, c := range s.cloud.Calls {
+			n += c
+		}
+		return n
+	}
+	before := calls()
+	for range 3 {
+		s.reconcile()
+	}
+	g.Expect(calls()).To(Equal(before), "rolling out: no OpenStack call per reconcile")
+
+	osm := &infrav1.OpenStackMachine{}
+	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "m4"}, osm)).To(Succeed())
+	s.update(osm, func() {
+		osm.Annotations[clusterv1.TemplateClonedFromNameAnnotation] = "md-a-new"
+		osm.Status.Addresses = append(osm.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "172.16.5.12"})
+	})
+	s.reconcile()
+	a := s.attachment("md-a")
+	g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached))
+	g.Expect(calls()).To(BeNumerically(">", before), "observed once more as it becomes Attached")
+	g.Expect(condition(a, sharednetv1.CloudFitsCondition).Status).To(Equal(metav1.ConditionTrue))
+
+	attached := calls()
+	s.reconcile()
+	g.Expect(calls()).To(Equal(attached), "Attached: no OpenStack call per reconcile")
+}
