@@ -42,6 +42,8 @@ type timeline struct {
 	mu    sync.Mutex
 	start time.Time
 	steps []timelineStep
+	// notes are figures measured on the way, printed after the steps.
+	notes []string
 }
 
 type timelineStep struct {
@@ -66,6 +68,13 @@ func (t *timeline) step(name string) func() {
 	}
 }
 
+// notef adds a line of figures to the timeline.
+func (t *timeline) notef(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.notes = append(t.notes, fmt.Sprintf(format, args...))
+}
+
 func (t *timeline) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -77,6 +86,9 @@ func (t *timeline) String() string {
 			took = s.took.Round(100 * time.Millisecond).String()
 		}
 		fmt.Fprintf(&b, "  +%-8s %-10s %s\n", s.at.Round(time.Second), took, s.name)
+	}
+	for _, n := range t.notes {
+		fmt.Fprintf(&b, "  %s\n", n)
 	}
 	return b.String()
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -61,6 +62,13 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		initialB         []plane.Machine
 		controlPlane     controlPlaneState
 		mdBTemplates     [2]string
+		// attachTrace followed md-a's attach, to compare with the inline patch's rollout.
+		attachTrace *rolloutTrace
+		attachTook  time.Duration
+		attachCosts string
+		// flavor is a copy of the workers' flavor, for the inline patch
+		// rollout; it lives as long as the story (later rollouts of md-a use it).
+		flavor string
 		// myService is the guide's Service in the workload cluster.
 		myService = client.ObjectKey{Namespace: "default", Name: "my-service"}
 	)
@@ -107,15 +115,20 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(err).NotTo(HaveOccurred())
 		controlPlane = observeControlPlane(ctx, key)
 		mdBTemplates = machineDeploymentTemplates(ctx, key, mdB)
+		flavor = copyFlavor(ctx, plane.TestbedFlavor, ns+"-copy")
 	}, NodeTimeout(10*time.Minute))
 
 	It("attach md-a: the network is shared in Neutron, md-a's machines are replaced exactly once and each new server has a port on the shared subnet; md-b and the control plane are untouched", func(ctx SpecContext) {
 		done := tl.step("attach md-a (2 nodes replaced)")
 		defer done()
 		mark := book.mark()
+		metricsBefore, err := scrapeExtension(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		attachTrace = traceRollout(ctx, ns, name, mdA, initialA, 2)
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
 			variables.SetOverride(c, mdA, plane.SharedNetworkValue(snName, vmNet.SubnetID))
 		})).To(Succeed())
+		attachTrace.mark("Cluster update admitted")
 
 		var a *sharednetv1.SharedNetworkAttachment
 		Eventually(func(g Gomega) {
@@ -131,6 +144,11 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 
 		By("md-a rolls out: Attached once every new node has its shared address")
 		now := attachedMachines(ctx, ns, name, mdA, 2, 5*time.Minute)
+		attachTook = attachTrace.wait(time.Minute)
+		fmt.Fprintf(GinkgoWriter, "attach md-a: %s; %s\n", attachTook.Round(100*time.Millisecond), attachTrace)
+		metricsAfter, err := scrapeExtension(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		attachCosts = metricsAfter.costs(metricsBefore)
 
 		By("exactly once: every old machine deleted, exactly as many new ones, nothing else")
 		book.settle()
@@ -155,6 +173,104 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(machineDeploymentTemplates(ctx, key, mdB)).To(Equal(mdBTemplates))
 		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
 	}, SpecTimeout(8*time.Minute))
+
+	It("md-a rolled again by an inline ClusterClass patch (workerFlavor overridden to a copy of its flavor, no extension involved): replaced exactly once, each new server keeps its shared port; the attach's wall time is compared with this rollout's", func(ctx SpecContext) {
+		done := tl.step("inline patch rollout of md-a: workerFlavor override to a copy of the flavor (2 nodes replaced)")
+		defer done()
+		Expect(attachTrace).NotTo(BeNil(), "the attach was traced")
+		before, err := pl.Machines(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		mark := book.mark()
+		inline := traceRollout(ctx, ns, name, mdA, before, 2)
+		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
+			setOverride(c, mdA, "workerFlavor", []byte(`"`+flavor+`"`))
+		})).To(Succeed())
+		inline.mark("Cluster update admitted")
+		took := inline.wait(5 * time.Minute)
+		fmt.Fprintf(GinkgoWriter, "inline patch rollout md-a: %s; %s\n", took.Round(100*time.Millisecond), inline)
+
+		By("the same figures, side by side, in the timeline")
+		tl.notef("attach md-a (2 nodes):                    %5.1fs  Cluster update -> every machine replaced and Running", attachTook.Seconds())
+		tl.notef("inline patch rollout md-a (workerFlavor): %5.1fs  same measure, same nodegroup, same run", took.Seconds())
+		tl.notef("attach / inline patch rollout = %.2fx", attachTook.Seconds()/took.Seconds())
+		tl.notef("attach: %s", attachTrace)
+		tl.notef("inline: %s", inline)
+		tl.notef("the extension during the attach: %s", attachCosts)
+
+		By("the attachment is Attached again: the new servers have their shared port, from the new flavor's template")
+		now := attachedMachines(ctx, ns, name, mdA, 2, 2*time.Minute)
+		book.settle()
+		Consistently(func(g Gomega) {
+			ch := book.since(mark)
+			g.Expect(ch.Deleted).To(Equal(map[string][]string{mdA: machineNames(before)}))
+			g.Expect(ch.Created).To(Equal(map[string][]string{mdA: machineNames(now)}))
+		}, 5*time.Second, time.Second).Should(Succeed())
+		tmpl := &infrav1.OpenStackMachineTemplate{}
+		Expect(pl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: machineDeploymentTemplates(ctx, key, mdA)[0]}, tmpl)).To(Succeed())
+		Expect(tmpl.Spec.Template.Spec.Flavor).To(HaveValue(Equal(flavor)))
+		expectSharedPorts(ctx, now, vmNet)
+		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
+		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
+	}, SpecTimeout(8*time.Minute))
+
+	It("an Attached nodegroup asks OpenStack nothing between SharedNetwork resyncs: md-a's attachment reconciled again on its Machines' events while the extension's capo_sharednet_openstack_requests_total does not move", func(ctx SpecContext) {
+		defer tl.step("OpenStack requests of Attached md-a between resyncs (the extension's /metrics)")()
+		a, err := pl.Attachment(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached))
+		machines, err := pl.Machines(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+
+		By("what a SharedNetwork resync and the rest cost, over 10 s, for the record")
+		first, err := scrapeExtension(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.sum(openStackRequests)).To(BeNumerically(">", 0), "the extension has asked OpenStack (the attach)")
+		time.Sleep(10 * time.Second)
+		second, err := scrapeExtension(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "in 10 s: reconciles %v; OpenStack requests %v\n", second.since(first, reconciles), second.since(first, openStackRequests))
+		tl.notef("10 s of steady state (resync %s): %g sharednetwork, %g sharednetworkattachment, %g workloadguardrails reconciles; %g OpenStack requests %v",
+			5*time.Second, second.reconcilesOf("sharednetwork")-first.reconcilesOf("sharednetwork"),
+			second.reconcilesOf("sharednetworkattachment")-first.reconcilesOf("sharednetworkattachment"),
+			second.reconcilesOf("workloadguardrails")-first.reconcilesOf("workloadguardrails"),
+			second.sum(openStackRequests)-first.sum(openStackRequests), second.since(first, openStackRequests))
+
+		By("a window without a SharedNetwork resync or a guardrails poll: md-a's Machines touched, the attachment reconciled, no request")
+		attempts := 0
+		Eventually(func(g Gomega) {
+			attempts++
+			before, err := scrapeExtension(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			for i := range 4 {
+				m := &clusterv1.Machine{}
+				g.Expect(pl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: machines[i%len(machines)].Name}, m)).To(Succeed())
+				p := client.MergeFrom(m.DeepCopy())
+				if m.Annotations == nil {
+					m.Annotations = map[string]string{}
+				}
+				m.Annotations["e2e.capo-sharednet/touch"] = fmt.Sprintf("%d-%d", attempts, i)
+				g.Expect(pl.Client.Patch(ctx, m, p)).To(Succeed())
+				time.Sleep(250 * time.Millisecond)
+			}
+			after, err := scrapeExtension(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			time.Sleep(time.Second) // a resync whose calls fell in the window has counted its reconcile by now
+			tail, err := scrapeExtension(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, c := range []string{"sharednetwork", "workloadguardrails"} {
+				g.Expect(tail.reconcilesOf(c)).To(Equal(before.reconcilesOf(c)), "no %s reconcile in the window (else try another window)", c)
+			}
+			reconciled := after.reconcilesOf("sharednetworkattachment") - before.reconcilesOf("sharednetworkattachment")
+			g.Expect(reconciled).To(BeNumerically(">=", 3), "the attachment controller reconciled md-a's Cluster on its Machines' events")
+			moved := tail.since(before, openStackRequests)
+			fmt.Fprintf(GinkgoWriter, "window %d: %g attachment reconciles, OpenStack requests moved: %v\n", attempts, reconciled, moved)
+			tl.notef("Attached md-a, %g attachment reconciles (its Machines touched) without a resync: %g OpenStack requests %v (window %d)",
+				reconciled, tail.sum(openStackRequests)-before.sum(openStackRequests), moved, attempts)
+			if len(moved) > 0 { // a real failure, not a reason to try another window
+				StopTrying(fmt.Sprintf("an Attached nodegroup's reconciles asked OpenStack: %v", moved)).Now()
+			}
+		}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
 
 	It("the VM side: the attachment says that no security group of the VM project admits the shared subnet and the command that adds one; once the VM project runs it, which rule admits it", func(ctx SpecContext) {
 		done := tl.step("VM-side report: no rule admits the shared subnet, then the VM project adds one")

@@ -130,6 +130,9 @@ type Plane struct {
 	WorkloadPort int
 	// ExtensionURL is where CAPI calls the extension.
 	ExtensionURL string
+	// ExtensionMetricsURL is the extension's /metrics (plain HTTP on
+	// 127.0.0.1: --insecure-diagnostics).
+	ExtensionMetricsURL string
 
 	opts      Options
 	ownDir    bool
@@ -144,13 +147,15 @@ type Plane struct {
 // State is what a plane writes to <Dir>/plane.json for other programs
 // (the demo's commands, kubectl users).
 type State struct {
-	Kubeconfig         string         `json:"kubeconfig"`
-	WorkloadKubeconfig string         `json:"workloadKubeconfig"`
-	WorkloadPort       int            `json:"workloadPort"`
-	ExtensionURL       string         `json:"extensionURL"`
-	Logs               string         `json:"logs"`
-	PIDs               map[string]int `json:"pids"`
-	Started            time.Time      `json:"started"`
+	Kubeconfig         string `json:"kubeconfig"`
+	WorkloadKubeconfig string `json:"workloadKubeconfig"`
+	WorkloadPort       int    `json:"workloadPort"`
+	ExtensionURL       string `json:"extensionURL"`
+	// ExtensionMetricsURL is the extension's /metrics (plain HTTP).
+	ExtensionMetricsURL string         `json:"extensionMetricsURL,omitempty"`
+	Logs                string         `json:"logs"`
+	PIDs                map[string]int `json:"pids"`
+	Started             time.Time      `json:"started"`
 }
 
 // Start builds what is missing and starts the plane. ctx bounds the start-up;
@@ -354,11 +359,16 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	diagnostics, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p.ExtensionMetricsURL = "http://" + addr(diagnostics) + "/metrics"
 	extArgs := []string{
 		"--kubeconfig=" + p.Kubeconfig, "--leader-elect=false",
 		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
 		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
-		"--diagnostics-address=0", "--health-addr=" + addr(health),
+		"--diagnostics-address=" + addr(diagnostics), "--insecure-diagnostics=true", "--health-addr=" + addr(health),
 		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
 	}
 	if opts.ExtensionFeatureGates != "" {
@@ -532,7 +542,7 @@ func (p *Plane) startStandIns(ctx context.Context, ccmBinary string) error {
 func (p *Plane) writeState() error {
 	s := State{
 		Kubeconfig: p.Kubeconfig, WorkloadKubeconfig: p.WorkloadKubeconfig, WorkloadPort: p.WorkloadPort,
-		ExtensionURL: p.ExtensionURL, Logs: p.Logs(), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
+		ExtensionURL: p.ExtensionURL, ExtensionMetricsURL: p.ExtensionMetricsURL, Logs: p.Logs(), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
 	}
 	for _, m := range p.managers {
 		s.PIDs[m.name] = m.pid()
@@ -582,7 +592,7 @@ func (p *Plane) Stop() error {
 // plane.json): clients and the helpers of this package, no Stop.
 func Connect(root string, s State) (*Plane, error) {
 	p := &Plane{opts: Options{Root: root}, Scheme: providers.NewScheme(), Kubeconfig: s.Kubeconfig, WorkloadKubeconfig: s.WorkloadKubeconfig,
-		WorkloadPort: s.WorkloadPort, ExtensionURL: s.ExtensionURL, Dir: filepath.Dir(s.Logs)}
+		WorkloadPort: s.WorkloadPort, ExtensionURL: s.ExtensionURL, ExtensionMetricsURL: s.ExtensionMetricsURL, Dir: filepath.Dir(s.Logs)}
 	var err error
 	if p.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {
 		return nil, err
