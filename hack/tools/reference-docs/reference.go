@@ -194,7 +194,7 @@ func generate(root string) ([]byte, error) {
 	w("`holds-clouds-yaml`: the Secret being deleted has a `clouds.yaml` key (CAPO's identityRef format); every other\nSecret is deleted without calling the extension. Such a Secret is refused while it is the identityRef of an\nOpenStackCluster whose cluster uses a shared network (`internal/webhooks/credential.go`).\n\n")
 
 	// Metrics.
-	metrics, err := metricsFromSource(r.path("controllers"), r.path("exp", "guardrails"))
+	metrics, err := metricsFromSource(r.path("controllers"), r.path("exp", "guardrails"), r.path("internal", "openstack"))
 	if err != nil {
 		return nil, err
 	}
