@@ -24,6 +24,7 @@ limitations under the License.
 package guardrails
 
 import (
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -50,8 +51,9 @@ const (
 // Names of the objects installed in the workload cluster.
 const (
 	PolicyName = "capo-sharednet-shared-subnet-load-balancers"
-	// ParamsName is the ConfigMap (in ParamsNamespace) holding the cluster's
-	// shared subnet IDs and its own subnet ID.
+	// ParamsName is the ConfigMap (in ParamsNamespace) recording, for people
+	// and tools, the values the policy was compiled with (the policy does not
+	// read it: see Objects).
 	ParamsName      = "capo-sharednet-guardrails"
 	ParamsNamespace = "kube-system"
 	// ManagedByLabel says who owns these objects in the workload cluster.
@@ -86,13 +88,53 @@ func (p Params) OnShared(annotations map[string]string) bool {
 	return false
 }
 
+// sortedIDs is items sorted, once each, keeping only OpenStack ID-like
+// values: they are compiled into CEL (a port ID comes from the cluster
+// project's Neutron, which the tenant's clouds.yaml names).
+func sortedIDs(items []string) []string {
+	var out []string
+	for _, item := range items {
+		if idLike.MatchString(item) {
+			out = append(out, item)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+var idLike = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$`)
+
+// celList is a CEL list literal of the ID-like items.
+func celList(items []string) string {
+	quoted := make([]string, 0, len(items))
+	for _, item := range sortedIDs(items) {
+		quoted = append(quoted, celString(item))
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// celString is a CEL string literal of an ID-like value, ” for any other.
+func celString(id string) string {
+	if !idLike.MatchString(id) {
+		return "''"
+	}
+	return "'" + id + "'"
+}
+
 func joinSorted(items []string) string {
 	out := slices.Clone(items)
 	sort.Strings(out)
 	return strings.Join(slices.Compact(out), ",")
 }
 
-// Objects returns the policy, its binding and its parameters for a workload cluster.
+// Objects returns the policy, its binding and the record of its values for
+// a workload cluster. The values are compiled into the policy, not read from
+// the ConfigMap through a paramKind: kube-apiserver stops the informer of a
+// built-in paramKind for good once no binding names it for a moment (the
+// last attachment detached), and a binding made later resolves no
+// parameters (kubernetes/kubernetes#130887, #133827), which with
+// parameterNotFoundAction Allow silently admitted every public load balancer
+// until the API server restarted.
 func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, *corev1.ConfigMap) {
 	labels := map[string]string{ManagedByLabel: ManagedBy}
 	params := &corev1.ConfigMap{
@@ -106,7 +148,6 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Labels: labels},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
 				{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -120,9 +161,10 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "annotations", Expression: annotationsOf("object")},
 				{Name: "old", Expression: "oldObject == null ? {} : " + annotationsOf("oldObject")},
-				{Name: "shared", Expression: listParam(sharedSubnetsKey)},
-				{Name: "sharedNetworks", Expression: listParam(sharedNetworksKey)},
-				{Name: "sharedPorts", Expression: listParam(sharedPortsKey)},
+				{Name: "shared", Expression: celList(p.SharedSubnets)},
+				{Name: "sharedNetworks", Expression: celList(p.SharedNetworks)},
+				{Name: "sharedPorts", Expression: celList(p.SharedPorts)},
+				{Name: "clusterSubnet", Expression: celString(p.ClusterSubnet)},
 				{Name: "loadBalancer", Expression: "object.kind != 'Service' || (has(object.spec.type) && object.spec.type == 'LoadBalancer')"},
 				{Name: "onShared", Expression: "variables.loadBalancer && " + placedOnShared("variables.annotations")},
 				{Name: "wasOnShared", Expression: placedOnShared("variables.old")},
@@ -135,9 +177,9 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 					Reason: ptr.To(metav1.StatusReasonInvalid),
 				},
 				{
-					Expression: "!variables.onShared || ('" + MemberSubnetAnnotation + "' in variables.annotations && variables.annotations['" + MemberSubnetAnnotation + "'] == params.data." + clusterSubnetKey + ")",
+					Expression: "!variables.onShared || ('" + MemberSubnetAnnotation + "' in variables.annotations && variables.annotations['" + MemberSubnetAnnotation + "'] == variables.clusterSubnet)",
 					MessageExpression: "'a load balancer on a shared subnet must reach the nodes on the cluster\\'s own subnet: set the annotation " + MemberSubnetAnnotation +
-						": ' + params.data." + clusterSubnetKey + " + ' (without it the load balancer accepts connections but cannot reach any node, so every request fails)'",
+						": ' + variables.clusterSubnet + ' (without it the load balancer accepts connections but cannot reach any node, so every request fails)'",
 					Reason: ptr.To(metav1.StatusReasonInvalid),
 				},
 				{
@@ -155,12 +197,7 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Labels: labels},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: PolicyName,
-			// Without its parameters the policy cannot know which subnets are
-			// shared; refusing every load balancer of the cluster then would be
-			// worse than the audit catching what slips through.
-			ParamRef: &admissionregistrationv1.ParamRef{Name: ParamsName, Namespace: ParamsNamespace,
-				ParameterNotFoundAction: ptr.To(admissionregistrationv1.AllowAction)},
+			PolicyName:        PolicyName,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
@@ -172,14 +209,6 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 func annotationsOf(obj string) string {
 	return obj + ".kind == 'Service' ? (has(" + obj + ".metadata.annotations) ? " + obj + ".metadata.annotations : {}) : " +
 		"((has(" + obj + ".spec.infrastructure) && has(" + obj + ".spec.infrastructure.annotations)) ? " + obj + ".spec.infrastructure.annotations : {})"
-}
-
-// listParam is a comma-separated parameter as a list. The controller
-// writes every key (an empty one splits into [""], which placedOnShared
-// never matches). A ternary with a has() guard here made the API server
-// stop judging Gateways (seen on kube-apiserver v1.34), so none is used.
-func listParam(key string) string {
-	return "params.data." + key + ".split(',')"
 }
 
 // placedOnShared: the annotations place the VIP on a shared subnet, network or port.

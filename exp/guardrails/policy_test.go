@@ -36,3 +36,27 @@ func TestParamsOnShared(t *testing.T) {
 		}
 	}
 }
+
+func TestObjectsCompileTheValuesIntoThePolicy(t *testing.T) {
+	policy, binding, record := Objects(Params{SharedSubnets: []string{"s2", "s1", "s1"}, SharedNetworks: []string{"n1"},
+		SharedPorts: []string{"p1", "p' || true || '"}, ClusterSubnet: "c"})
+	if policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
+		t.Errorf("the policy reads parameters (paramKind %v, paramRef %v): kube-apiserver may never resolve them again once unbound", policy.Spec.ParamKind, binding.Spec.ParamRef)
+	}
+	variables := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		variables[v.Name] = v.Expression
+	}
+	for name, want := range map[string]string{"shared": "['s1', 's2']", "sharedNetworks": "['n1']", "sharedPorts": "['p1']", "clusterSubnet": "'c'"} {
+		if variables[name] != want {
+			t.Errorf("variable %s = %q, want %q (sorted, once each, ID-like values only)", name, variables[name], want)
+		}
+	}
+	if record.Data["sharedSubnets"] != "s1,s2" || record.Data["clusterSubnet"] != "c" {
+		t.Errorf("the ConfigMap does not record the values: %v", record.Data)
+	}
+	_, _, empty := Objects(Params{})
+	if p, _, _ := Objects(Params{}); len(empty.Data) == 0 || p.Spec.Variables[2].Expression != "[]" {
+		t.Errorf("no shared subnet: an empty list, got %q", p.Spec.Variables[2].Expression)
+	}
+}

@@ -174,6 +174,40 @@ func TestGuardrailsPolicyIsEnforcedByTheAPIServer(t *testing.T) {
 	})
 }
 
+// TestGuardrailsPolicyJudgesAgainAfterItWasRemoved: a workload cluster
+// whose last attachment was detached (the policy objects removed) and that
+// is attached again must be guarded again. Reading the values through a
+// ConfigMap paramKind, it was not: kube-apiserver stops a built-in
+// paramKind's informer once no binding names it, and the new binding found
+// no parameters (kubernetes/kubernetes#130887), so every public load
+// balancer was admitted until the API server restarted.
+func TestGuardrailsPolicyJudgesAgainAfterItWasRemoved(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.CreateNamespace(ctx, "reattached")
+	g.Expect(err).NotTo(HaveOccurred())
+	probe := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Annotations: with(correctAnnotations(), guardrails.InternalAnnotation, "")},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "my-app"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	policy, binding, params := guardrails.Objects(guardrails.Params{SharedSubnets: []string{guardedSubnet}, ClusterSubnet: clusterSubnet})
+	for round := range 2 {
+		for _, obj := range []client.Object{params, policy, binding} {
+			g.Expect(env.Client.Create(ctx, obj.DeepCopyObject().(client.Object))).To(Succeed())
+		}
+		waitForPolicy(ctx, g, probe)
+		// Removed as the controller removes it (binding first); the API
+		// server's policy refresh (every second) sees no binding.
+		for _, obj := range []client.Object{binding, policy, params} {
+			g.Expect(env.Client.Delete(ctx, obj)).To(Succeed())
+		}
+		if round == 0 {
+			time.Sleep(3 * time.Second)
+		}
+	}
+}
+
 // TestGuardrailsPolicyJudgesGateways is the same for Envoy Gateway Gateways,
 // whose annotations are under spec.infrastructure.annotations (Envoy Gateway
 // copies them onto the LoadBalancer Service it creates): the Gateway API CRDs
