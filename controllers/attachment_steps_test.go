@@ -468,22 +468,15 @@ func TestAnAttachedNodegroupAsksTheCloudOncePerResync(t *testing.T) {
 	s.reconcile()
 	g.Expect(s.attachment("md-a").Status.Phase).To(Equal(sharednetv1.PhaseAttached))
 
-	calls := func() int {
-		n := 0
-		for _, c := range s.cloud.Calls {
-			n += c
-		}
-		return n
-	}
-	before := calls()
+	before := s.cloudCalls()
 	for range 3 {
 		s.reconcile()
 	}
-	g.Expect(calls()).To(Equal(before), "steady state: no OpenStack call per reconcile")
+	g.Expect(s.cloudCalls()).To(Equal(before), "steady state: no OpenStack call per reconcile")
 
 	s.setSharedNetworkMTU(1400) // what a resync that read a new MTU writes
 	s.reconcile()
-	g.Expect(calls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
+	g.Expect(s.cloudCalls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
 	g.Expect(condition(s.attachment("md-a"), sharednetv1.CloudFitsCondition).Reason).To(Equal(sharednetv1.ReasonCloudChanged))
 }
 
@@ -498,18 +491,11 @@ func TestARollingOutNodegroupAsksTheCloudOncePerResyncAndAsItBecomesAttached(t *
 	s.reconcile()
 	g.Expect(s.attachment("md-a").Status.Phase).To(Equal(sharednetv1.PhaseRollingOut))
 
-	calls := func() int {
-		n := 0
-		for _, c := range s.cloud.Calls {
-			n += c
-		}
-		return n
-	}
-	before := calls()
+	before := s.cloudCalls()
 	for range 3 {
 		s.reconcile()
 	}
-	g.Expect(calls()).To(Equal(before), "rolling out: no OpenStack call per reconcile")
+	g.Expect(s.cloudCalls()).To(Equal(before), "rolling out: no OpenStack call per reconcile")
 
 	osm := &infrav1.OpenStackMachine{}
 	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "m4"}, osm)).To(Succeed())
@@ -520,10 +506,19 @@ func TestARollingOutNodegroupAsksTheCloudOncePerResyncAndAsItBecomesAttached(t *
 	s.reconcile()
 	a := s.attachment("md-a")
 	g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached))
-	g.Expect(calls()).To(BeNumerically(">", before), "observed once more as it becomes Attached")
+	g.Expect(s.cloudCalls()).To(BeNumerically(">", before), "observed once more as it becomes Attached")
 	g.Expect(condition(a, sharednetv1.CloudFitsCondition).Status).To(Equal(metav1.ConditionTrue))
 
-	attached := calls()
+	attached := s.cloudCalls()
 	s.reconcile()
-	g.Expect(calls()).To(Equal(attached), "Attached: no OpenStack call per reconcile")
+	g.Expect(s.cloudCalls()).To(Equal(attached), "Attached: no OpenStack call per reconcile")
+}
+
+// cloudCalls is how many OpenStack calls the fake cloud has answered.
+func (s *authorityStory) cloudCalls() int {
+	n := 0
+	for _, c := range s.cloud.Calls {
+		n += c
+	}
+	return n
 }
