@@ -139,6 +139,9 @@ func TestManagerMemoryAt500ClustersOf4Nodegroups(t *testing.T) {
 		}
 	}
 	logMeasurement(t, loaded)
+	for kind, n := range loaded.Rewritten {
+		t.Errorf("the manager rewrote %d %s objects written in their steady state (what it wrote is logged above)", n, kind)
+	}
 
 	r := report{
 		Clusters: namespaces * clustersPerNamespace, Nodegroups: len(nodegroups), Objects: counts, WriteSeconds: written.Seconds(),

@@ -185,8 +185,8 @@ func subnetCIDR(sn int) string { return fmt.Sprintf("172.16.%d.0/22", 4*sn) }
 // sharedAddress is the shared-subnet address of the node of nodegroup g of
 // cluster index i.
 func sharedAddress(sn, i, g int) string {
-	k := i*attachedPerCluster + g + 10
-	return fmt.Sprintf("172.16.%d.%d", 4*sn+k/250, k%250+1)
+	k := i*attachedPerCluster + g + 10 // from .10 of the /22 on: 1,010 addresses, all in its pool
+	return fmt.Sprintf("172.16.%d.%d", 4*sn+k/256, k%256)
 }
 
 // createNamespacesAndClasses writes the namespaces, a cluster credential
