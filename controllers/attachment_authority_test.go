@@ -38,7 +38,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
@@ -112,7 +112,7 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 	}
 	variables.SetOverride(cluster, "md-a", []byte(`{"name":"vm"}`))
 	s.client = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ns, sn, cluster, osc).
-		WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).
+		WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).
 		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}, &sharednetv1.SharedNetwork{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			// The API server gives every object a UID; the fake client does not.

@@ -31,7 +31,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
@@ -43,37 +42,22 @@ import (
 // unshare when no other attachment of the project uses the share, then let
 // the attachment go. Neutron refusing the unshare (409) means "not yet".
 func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) (_ reconcile.Result, reterr error) {
-	helper, err := patch.NewHelper(a, r.Client)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	defer func() {
-		if helper != nil {
-			reterr = errors.Join(reterr, r.patchAttachment(ctx, helper, cluster, a))
-		}
-	}()
-	conditions.Set(a, deletingCondition(cluster, a))
-
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
 		return reconcile.Result{}, fmt.Errorf("attachment %s: SharedNetwork %s: %w", a.Name, a.Spec.SharedNetwork, err)
 	}
+	s, err := r.newScope(cluster, sn, a)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer r.close(ctx, s, &reterr)
+	conditions.Set(a, deletingCondition(cluster, a))
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
 		a.Status.Phase = sharednetv1.PhaseDetaching
-		facts, _ := sn.Status.Subnet(a.Spec.Subnet)
-		prefix, _ := netip.ParsePrefix(facts.CIDR)
-		rollout, carries, err := r.measure(ctx, cluster.Namespace, cluster.Name, a.Spec.MachineDeploymentTopology, prefix)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		a.Status.Nodes, a.Status.AttachedNodes = rollout.Nodes, ptr.To(int32(len(rollout.Nodes)))
-		if !rollout.Detached(carries) {
-			r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
-				fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(rollout.Nodes), a.Spec.Subnet))
-			return reconcile.Result{RequeueAfter: pollRollout}, nil
+		if done, err := r.rolledWithoutPort(ctx, s); !done || err != nil {
+			return reconcile.Result{RequeueAfter: pollRollout}, err
 		}
 	}
-
 	if err := r.unshare(ctx, cluster, sn, a); err != nil {
 		r.observeLoadBalancers(ctx, cluster, a)
 		r.unshareRefused(cluster, a, err)
@@ -85,8 +69,7 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 	// Record the unshare before the nudge and the release: a restart in
 	// between never reads a share that is gone, and the release below
 	// changes only metadata, which this helper must not patch.
-	err = r.patchAttachment(ctx, helper, cluster, a)
-	if helper = nil; err != nil {
+	if err := r.flush(ctx, s, false); err != nil {
 		return reconcile.Result{}, err
 	}
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
@@ -95,10 +78,36 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		}
 	}
 	// The attachment goes; until it is gone its status says Detached.
-	if err := r.release(ctx, a); err != nil {
-		return reconcile.Result{}, err
+	return reconcile.Result{}, r.release(ctx, a)
+}
+
+// rolledWithoutPort says whether the nodegroup's rollout without the port
+// is over: its template has no port and no node holds an address on the
+// subnet. When the subnet's CIDR is not known (the administrator took it
+// off the SharedNetwork), every machine on the port-free template is
+// enough; Neutron still refuses the unshare while a port remains.
+func (r *AttachmentReconciler) rolledWithoutPort(ctx context.Context, s *nodegroupScope) (bool, error) {
+	m, err := r.measure(ctx, s)
+	var unknown *subnetUnknownError
+	if errors.As(err, &unknown) {
+		m, err = r.measureOn(ctx, s.cluster.Namespace, s.cluster.Name, s.topology, netip.Prefix{})
+		if err == nil && (m.carries || m.rollout.OnCurrentTemplate != m.rollout.Machines) {
+			r.condition(s.a, s.cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
+				fmt.Sprintf("rolling out without the shared port: %d/%d machines replaced (%s)", m.rollout.OnCurrentTemplate, m.rollout.Machines, unknown.Error()))
+			return false, nil
+		}
+		return err == nil, err
 	}
-	return reconcile.Result{}, nil
+	if err != nil {
+		return false, err
+	}
+	s.a.Status.Nodes, s.a.Status.AttachedNodes = m.rollout.Nodes, ptr.To(int32(len(m.rollout.Nodes)))
+	if !m.rollout.Detached(m.carries) {
+		r.condition(s.a, s.cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonDetaching,
+			fmt.Sprintf("rolling out without the shared port: %d node(s) still have an address on subnet %s", len(m.rollout.Nodes), s.a.Spec.Subnet))
+		return false, nil
+	}
+	return true, nil
 }
 
 // unshareRefused says why the share is kept: Neutron's 409 (ports of the

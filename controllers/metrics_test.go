@@ -137,7 +137,11 @@ func TestSubnetMetricsSayWhetherTheSubnetFitsItsNodegroups(t *testing.T) {
 	checker := &preflight.Checker{Reader: s.client, Now: func() time.Time { return s.now }}
 	stillFits := func() error {
 		g.Expect(s.client.Get(ctx, client.ObjectKeyFromObject(demo), demo)).To(Succeed())
-		return checker.StillFits(ctx, demo, "md-a", sharednetv1.SharedNetworkVariable{Name: "vm"})
+		d, err := checker.Decide(ctx, preflight.Question{Ask: preflight.StillFits, Cluster: demo, Nodegroup: "md-a", Value: sharednetv1.SharedNetworkVariable{Name: "vm"}})
+		if err != nil {
+			return err
+		}
+		return d.Err()
 	}
 	for _, tc := range []struct {
 		headroom float64 // free - reserved

@@ -44,9 +44,10 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/networkfacts"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
@@ -55,14 +56,6 @@ import (
 // Neutron when nothing in Kubernetes changed.
 const DefaultResync = 5 * time.Minute
 
-// VMProjectCloud is what the SharedNetwork controller needs from the VM
-// project: network facts and the shares the network holds.
-type VMProjectCloud = networkfacts.Cloud
-
-// Connector opens the VM project's cloud with a credential; version changes
-// when the credential does.
-type Connector func(ctx context.Context, id, version string, cred openstack.Credential) (VMProjectCloud, error)
-
 // SharedNetworkReconciler keeps each SharedNetwork's status current from
 // Neutron: MTU, subnets with pools and used/free addresses, the shares the
 // network holds, its consumers, and a Ready condition.
@@ -70,7 +63,10 @@ type SharedNetworkReconciler struct {
 	Client client.Client
 	// Namespace holds the credential Secrets (the extension's own).
 	Namespace string
-	Connect   Connector
+	// Clouds opens the VM project with the SharedNetwork's credential, by
+	// the same path and session key as every other use of it (the Secret's
+	// UID, cloud and region, versioned by its resourceVersion).
+	Clouds   credentials.Clouds
 	Resync    time.Duration
 	Recorder  record.EventRecorder
 	// Now is the clock; time.Now when nil.
@@ -209,12 +205,7 @@ func (r *SharedNetworkReconciler) fresh(sn *sharednetv1.SharedNetwork, secret *c
 // refresh reads the facts from Neutron into sn.Status and sets Ready.
 func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.SharedNetwork, secret *corev1.Secret) reconcile.Result {
 	where := fmt.Sprintf("Secret %s/%s, cloud %q", secret.Namespace, secret.Name, sn.Spec.Identity.CloudName)
-	cred, err := openstack.CredentialFromData(secret.Data, where, sn.Spec.Identity.CloudName)
-	if err != nil {
-		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid, err.Error()+"; fix the Secret")
-		return reconcile.Result{}
-	}
-	cloud, err := r.Connect(ctx, string(secret.UID), secret.ResourceVersion, cred)
+	cloud, err := r.Clouds.ForSharedNetwork(ctx, sn)
 	if err != nil {
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonCredentialsInvalid, err.Error())
 		return reconcile.Result{RequeueAfter: time.Minute}
@@ -248,7 +239,7 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 // publishMetrics exports the subnet gauges of every subnet both offered
 // (spec) and read (status): the free addresses as last read from Neutron,
 // and what the nodegroups using the subnet may still take, sized by the
-// capacity rule's own preflight.SubnetConsumers and rules.Consumer.Headroom
+// capacity rule's own consumers.SubnetConsumers and rules.Consumer.Headroom
 // from the manager's cache (no OpenStack call). A subnet that left the
 // SharedNetwork has no series left behind.
 func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *sharednetv1.SharedNetwork) {
@@ -258,7 +249,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 			continue
 		}
 		m := subnetMetrics{subnet: s.ID, free: ptr.Deref(s.FreeAddresses, 0)}
-		consumers, err := preflight.SubnetConsumers(ctx, r.Client, sn, s.ID, "")
+		consumers, err := consumers.SubnetConsumers(ctx, r.Client, sn, s.ID, "")
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "cannot size the nodegroups of a shared subnet: its reserved-addresses series is left out", "sharedNetwork", sn.Name, "subnet", s.ID)
 		} else {

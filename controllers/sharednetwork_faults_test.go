@@ -30,8 +30,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
@@ -58,11 +60,10 @@ func TestStatusNeverReportsAWrongFreeCount(t *testing.T) {
 		injector.Next = next
 		return injector
 	}}}
-	r := &SharedNetworkReconciler{Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (VMProjectCloud, error) {
-		return sessions.Get(ctx, id, version, cred)
-	}}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "uid", ResourceVersion: "1"},
 		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}}
+	secrets := fake.NewClientBuilder().WithObjects(secret).Build()
+	r := &SharedNetworkReconciler{Clouds: &credentials.Source{Client: secrets, Namespace: "ns", Sessions: sessions}}
 	sn := &sharednetv1.SharedNetwork{Spec: sharednetv1.SharedNetworkSpec{
 		Identity: sharednetv1.VMProjectIdentity{SecretName: "vm", CloudName: testbed.VMProject}, NetworkID: n.ID, Subnets: []string{s.ID}}}
 

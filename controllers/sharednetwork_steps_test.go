@@ -34,8 +34,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -63,10 +63,10 @@ func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-sharednet-system", Name: "vm", UID: "secret-uid"},
 		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
 	s.client = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, sn, secret)...).
-		WithStatusSubresource(&sharednetv1.SharedNetwork{}).WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
+		WithStatusSubresource(&sharednetv1.SharedNetwork{}).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	vm := &fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}
 	s.r = &SharedNetworkReconciler{Client: s.client, Namespace: "capo-sharednet-system", Now: func() time.Time { return s.now },
-		Connect: func(context.Context, string, string, openstack.Credential) (VMProjectCloud, error) { return vm, nil }}
+		Clouds: &fakecloud.Clouds{SharedNetworks: map[string]*fakecloud.Project{"vm": vm}}}
 	return s
 }
 

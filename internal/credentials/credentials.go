@@ -139,7 +139,7 @@ func (s *Source) open(ctx context.Context, reader client.Reader, key client.Obje
 	}
 	cred, err := openstack.CredentialFromData(secret.Data, fmt.Sprintf("Secret %s, cloud %q", key, cloudName), cloudName)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; fix the Secret", err)
 	}
 	cred.Region = region
 	// Everything that identifies the credential: a changed Secret, another

@@ -19,7 +19,6 @@ package hooks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,7 +36,6 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
-	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
@@ -59,7 +57,7 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 		fail(resp, fmt.Errorf("reading builtin.cluster: %v", err))
 		return
 	}
-	reads := &callReads{sharedNetworks: map[string]*sharednetv1.SharedNetwork{}, grantedPorts: map[grantKey]*infrav1.PortOpts{}}
+	reads := &callReads{resolved: map[sharednetv1.SharedNetworkVariable]preflight.Resolution{}}
 	for i := range req.Items {
 		item := &req.Items[i]
 		if !isMachineDeploymentInfraTemplate(item.HolderReference) {
@@ -114,11 +112,8 @@ func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster 
 	if spec := attachment.Spec; attachment.ShareEstablished() && spec.SharedNetwork == value.Name &&
 		spec.Subnet != "" && (value.Subnet == "" || spec.Subnet == value.Subnet) {
 		// Shared with the cluster's project for this nodegroup.
-		sn, err := h.sharedNetwork(ctx, reads, value.Name)
-		if err != nil {
-			return nil, err
-		}
-		if desired, err := h.grantedPort(ctx, reads, cluster.Namespace, sn, spec.Subnet); desired != nil || err != nil {
+		res, err := h.resolve(ctx, reads, cluster.Namespace, sharednetv1.SharedNetworkVariable{Name: value.Name, Subnet: spec.Subnet})
+		if desired := grantedPort(res, spec.Subnet); desired != nil || err != nil {
 			return desired, err
 		}
 	}
@@ -152,48 +147,36 @@ func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster 
 		// cluster's project: seconds after the cluster network exists, and
 		// before the first worker server (CAPI creates no worker machine
 		// until the control plane is up); until then it retries.
-		sn, err := h.sharedNetwork(ctx, reads, value.Name)
-		if err != nil || sn == nil {
-			return nil, err
-		}
-		subnet, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet)
-		if v != nil {
-			return nil, nil //nolint:nilerr // no port; admission and the attachment's Shared condition report v
-		}
-		return h.grantedPort(ctx, reads, cluster.Namespace, sn, subnet)
+		// No port for a value that names no subnet: admission and the
+		// attachment's Shared condition report it.
+		res, err := h.resolve(ctx, reads, cluster.Namespace, *value)
+		return grantedPort(res, res.Subnet), err
 	}
 	return nil, nil
 }
 
-// callReads memoises what the nodegroups of one GeneratePatches call read
-// alike: the SharedNetworks, and the grant of each (SharedNetwork, subnet) to
-// the cluster's namespace. A cluster of many nodegroups on a handful of
-// networks reads (and deep-copies out of the cache) each network and the
-// namespace once per call instead of once per nodegroup, and all its
-// nodegroups are judged on the same version of them. Errors are not kept:
-// one fails the whole call.
+// callReads memoises what the nodegroups of one GeneratePatches call
+// resolve alike: each value's SharedNetwork, subnet and grant to the
+// cluster's namespace. A cluster of many nodegroups on a handful of networks
+// reads (and deep-copies out of the cache) each network and the namespace
+// once per call instead of once per nodegroup, and all its nodegroups are
+// judged on the same version of them. Errors are not kept: one fails the
+// whole call.
 type callReads struct {
-	sharedNetworks map[string]*sharednetv1.SharedNetwork
-	grantedPorts   map[grantKey]*infrav1.PortOpts
+	resolved map[sharednetv1.SharedNetworkVariable]preflight.Resolution
 }
 
-// grantKey is a subnet of a SharedNetwork; the namespace is the cluster's,
-// the same for the whole call.
-type grantKey struct{ sharedNetwork, subnet string }
-
-// sharedNetwork reads a SharedNetwork; nil when it does not exist.
-func (h *Handlers) sharedNetwork(ctx context.Context, reads *callReads, name string) (*sharednetv1.SharedNetwork, error) {
-	if sn, ok := reads.sharedNetworks[name]; ok {
-		return sn, nil
+// resolve is the decision service's Resolve, once per value and call.
+func (h *Handlers) resolve(ctx context.Context, reads *callReads, namespace string, value sharednetv1.SharedNetworkVariable) (preflight.Resolution, error) {
+	if res, ok := reads.resolved[value]; ok {
+		return res, nil
 	}
-	sn := &sharednetv1.SharedNetwork{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Name: name}, sn); apierrors.IsNotFound(err) {
-		sn = nil
-	} else if err != nil {
-		return nil, err
+	res, err := h.preflight().Resolve(ctx, namespace, value)
+	if err != nil {
+		return res, err
 	}
-	reads.sharedNetworks[name] = sn
-	return sn, nil
+	reads.resolved[value] = res
+	return res, nil
 }
 
 // attachmentOf is the nodegroup's SharedNetworkAttachment; an empty one when
@@ -238,29 +221,15 @@ func (h *Handlers) anyServer(ctx context.Context, holder runtimehooksv1.HolderRe
 	return false, nil
 }
 
-// grantedPort is the port on subnet of sn (nil: none), or nil. A new port
-// only under a grant that holds now: a status written by someone else, or a
-// grant revoked since, attaches nothing new (a port the nodegroup already
-// runs with stays, see sharedPortFor).
-func (h *Handlers) grantedPort(ctx context.Context, reads *callReads, namespace string, sn *sharednetv1.SharedNetwork, subnet string) (*infrav1.PortOpts, error) {
-	if sn == nil {
-		return nil, nil
+// grantedPort is the port on subnet of the resolved SharedNetwork, or nil.
+// A new port only under a grant that holds now: a status written by
+// someone else, or a grant revoked since, attaches nothing new (a port the
+// nodegroup already runs with stays, see sharedPortFor).
+func grantedPort(res preflight.Resolution, subnet string) *infrav1.PortOpts {
+	if !res.Granted() || subnet == "" {
+		return nil
 	}
-	key := grantKey{sharedNetwork: sn.Name, subnet: subnet}
-	if port, ok := reads.grantedPorts[key]; ok {
-		return port, nil
-	}
-	var port *infrav1.PortOpts
-	if err := preflight.Granted(ctx, h.Reader, sn, namespace, subnet); err != nil {
-		var violation *rules.Violation
-		if !errors.As(err, &violation) {
-			return nil, err
-		}
-	} else {
-		port = ptr.To(sharedport.Port(sn.Name, sn.Spec.NetworkID, subnet))
-	}
-	reads.grantedPorts[key] = port
-	return port, nil
+	return ptr.To(sharedport.Port(res.SharedNetwork.Name, res.SharedNetwork.Spec.NetworkID, subnet))
 }
 
 // carriedPort is the shared port of the MachineDeployment's current

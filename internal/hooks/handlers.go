@@ -54,7 +54,8 @@ type Handlers struct {
 	APIReader client.Reader
 	// Client writes the attachments' conditions (BeforeClusterDelete).
 	Client client.Client
-	// Preflight runs the rules that ValidateTopology re-checks.
+	// Preflight is the decision service (ValidateTopology's rules,
+	// GeneratePatches' grant); one over Reader when nil.
 	Preflight *preflight.Checker
 	// Credentials reach the cluster's project; only BeforeClusterDelete
 	// uses them.
@@ -82,4 +83,11 @@ func (h *Handlers) Register(srv *server.Server) error {
 		}
 	}
 	return nil
+}
+
+func (h *Handlers) preflight() *preflight.Checker {
+	if h.Preflight == nil {
+		return &preflight.Checker{Reader: h.Reader} // not stored: hooks are served concurrently
+	}
+	return h.Preflight
 }

@@ -55,46 +55,51 @@ func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.Val
 		fail(resp, fmt.Errorf("reading Cluster %s/%s: %w", b.Cluster.Namespace, b.Cluster.Name, err))
 		return
 	}
-	facts := rules.Facts{Version: cluster.Spec.Topology.Version}
+	var refusal rules.Refusal
 	var errs []error
 	for _, item := range req.Items {
 		if item == nil || !isMachineDeploymentInfraTemplate(item.HolderReference) {
 			continue
 		}
-		value, err := variables.FromHookVariables(item.Variables)
+		d, err := h.judgeTopology(ctx, cluster, item)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		md, err := builtins(item.Variables)
-		if value == nil || err != nil || md.MachineDeployment == nil {
-			continue
-		}
-		topology := md.MachineDeployment.TopologyName
-		attached, err := h.attached(ctx, cluster, topology, item.HolderReference)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if attached {
-			continue
-		}
-		n, err := h.Preflight.AttachFacts(ctx, cluster, topology, *value, preflight.Static)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("MachineDeployment topology %q: %w", topology, err))
-			continue
-		}
-		facts.Nodegroups = append(facts.Nodegroups, n)
+		refusal = append(refusal, d.Refusal...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		fail(resp, err)
 		return
 	}
-	if err := rules.Refusal(rules.Evaluate(facts)).Err(); err != nil {
+	if err := refusal.Err(); err != nil {
 		fail(resp, err)
 		return
 	}
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+}
+
+// judgeTopology asks the decision service about one MachineDeployment's
+// template, unless it is attached already (then nothing is judged here).
+func (h *Handlers) judgeTopology(ctx context.Context, cluster *clusterv1.Cluster, item *runtimehooksv1.ValidateTopologyRequestItem) (preflight.Decision, error) {
+	value, err := variables.FromHookVariables(item.Variables)
+	if err != nil {
+		return preflight.Decision{}, err
+	}
+	md, err := builtins(item.Variables)
+	if value == nil || err != nil || md.MachineDeployment == nil {
+		return preflight.Decision{}, nil //nolint:nilerr // no value of this nodegroup's own: nothing to judge
+	}
+	topology := md.MachineDeployment.TopologyName
+	attached, err := h.attached(ctx, cluster, topology, item.HolderReference)
+	if err != nil || attached {
+		return preflight.Decision{}, err
+	}
+	d, err := h.preflight().Decide(ctx, preflight.Question{Ask: preflight.Topology, Cluster: cluster, Nodegroup: topology, Value: *value})
+	if err != nil {
+		return d, fmt.Errorf("MachineDeployment topology %q: %w", topology, err)
+	}
+	return d, nil
 }
 
 // attached says whether the nodegroup already runs with, or is entitled to,

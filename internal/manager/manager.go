@@ -44,6 +44,7 @@ import (
 
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
@@ -195,13 +196,13 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	// The capacity rule reads the Clusters of one SharedNetwork, not all.
-	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	// ... and the sizes of a subnet's consumers from a table kept by events,
 	// not decoded again on every admission.
-	consumers := preflight.NewConsumerTable()
-	if err := consumers.Watch(context.Background(), mgr.GetCache()); err != nil {
+	table := consumers.NewTable()
+	if err := table.Watch(context.Background(), mgr.GetCache()); err != nil {
 		return nil, err
 	}
 	// GetWebhookServer adds the server to the manager's runnables:
@@ -213,7 +214,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("consumers", consumers.ReadyzCheck); err != nil {
+	if err := mgr.AddReadyzCheck("consumers", table.ReadyzCheck); err != nil {
 		return nil, err
 	}
 
@@ -221,7 +222,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	return &Manager{
 		Manager: mgr, Server: srv, Sessions: sessions, Credentials: creds,
-		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: consumers, Cloud: creds},
+		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: table, Cloud: creds},
 		opts:      opts,
 	}, nil
 }
@@ -253,9 +254,7 @@ func (m *Manager) SetupSharedNetworkController() error {
 		Resync:           m.opts.Resync,
 		Recorder:         m.recorder(),
 		WatchFilterValue: m.opts.WatchFilterValue,
-		Connect: func(ctx context.Context, id, version string, cred openstack.Credential) (controllers.VMProjectCloud, error) {
-			return m.Sessions.Get(ctx, id, version, cred)
-		},
+		Clouds:           m.Credentials,
 	}).SetupWithManager(m); err != nil {
 		return fmt.Errorf("setting up the SharedNetwork controller: %w", err)
 	}

@@ -14,18 +14,20 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package preflight gathers the facts the rules need (rules.Facts) from
-// Kubernetes objects (the Cluster, its ClusterClass templates, CAPO's
-// OpenStackCluster, SharedNetwork status kept current by the controller) and,
-// for the few answers only OpenStack has, from the cloud; then it runs
-// rules.Evaluate once. Admission, ValidateTopology and the attachment
-// controller share it, so a rule cannot say yes in one place and no in
-// another.
+// Package preflight is the one decision service: every entry point that
+// judges a nodegroup's `sharedNetwork` value (the Cluster webhook,
+// ValidateTopology, the attachment controller before it shares and when it
+// checks that an attached nodegroup still fits) asks it a Question. It
+// gathers the facts that question needs (the needs table, needs.go) in one
+// pass, from the cache and, for the few answers only OpenStack has, from
+// the cloud, runs rules.Evaluate once and answers a Decision whose Refusal
+// is the text the cluster owner reads wherever the decision is made. So a
+// rule cannot say yes in one place and no in another, and adding a rule is
+// one rule file, one fact and one row (docs/design.md, "How to add a rule").
 package preflight
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"sort"
 	"time"
@@ -35,171 +37,180 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
+// Consumers answers the consumers of a subnet for the capacity rule: the
+// manager's consumers.Table.
+type Consumers interface {
+	// SubnetConsumers is every consumer of subnet of sn but the one named
+	// except (rules.ConsumerName; "" for none), or consumers.ErrNotRead.
+	SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error)
+}
+
 // Checker gathers facts and runs the rules on them.
 type Checker struct {
 	// Reader reads Kubernetes objects (the manager's cache).
 	Reader client.Reader
-	// Consumers answers the consumers of a subnet for the capacity rule
-	// (the manager's ConsumerTable); when nil they are listed through
-	// Reader (SubnetConsumers).
+	// Consumers answers the consumers of a subnet (the manager's
+	// consumers.Table); when nil, or until it has read every object, they
+	// are listed through Reader (consumers.SubnetConsumers).
 	Consumers Consumers
-	// Cloud opens sessions for the facts only OpenStack has (the cluster
-	// network's MTU, the port quota, load balancers on the subnet, a
-	// SharedNetwork's facts when its status is not current).
+	// Cloud opens sessions for the facts only OpenStack has.
 	Cloud credentials.Clouds
-	// CloudTimeout bounds those live lookups; 5s when zero.
+	// CloudTimeout bounds each question's cloud lookups; 5s when zero.
 	CloudTimeout time.Duration
 	// MaxFactAge is how old SharedNetwork.status may be to decide on
-	// (DefaultMaxFactAge when zero); older facts are read from Neutron.
+	// (the SharedNetwork controller's resync plus a minute: MaxFactAgeFor);
+	// older facts are read from Neutron.
 	MaxFactAge time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Rules judges the facts; rules.Evaluate when nil (tests count calls).
+	Rules func(rules.Facts) []*rules.Violation
 }
 
-// DefaultMaxFactAge is the SharedNetwork controller's resync (5 minutes)
-// plus a minute of slack: a status older than that means the controller is
-// not keeping it current.
-const DefaultMaxFactAge = 6 * time.Minute
+// MaxFactAgeFor is the age of SharedNetwork facts a decision trusts when
+// their controller reads them every resync: a minute of slack, so a status
+// older than that means the controller is not keeping it current.
+func MaxFactAgeFor(resync time.Duration) time.Duration {
+	return resync + time.Minute
+}
 
-// Scope says which facts an attach is judged on.
-type Scope int
+// Question is what one entry point asks of one nodegroup.
+type Question struct {
+	Ask     Ask
+	Cluster *clusterv1.Cluster
+	// Nodegroup is the MachineDeployment topology name.
+	Nodegroup string
+	Value     sharednetv1.SharedNetworkVariable
+	// Resolved is the caller's Resolve of Value, reused instead of read
+	// again (nil: the question resolves it).
+	Resolved *Resolution
+}
 
-const (
-	// Static facts are the management cluster's (cache reads only): granted,
-	// one subnet, version, overlap. ValidateTopology decides on them.
-	Static Scope = iota
-	// All facts: Static plus the live ones (same cloud, MTU, capacity with
-	// the port quota). Admission and the check before the share.
-	All
-)
+// Decision is the answer to a Question.
+type Decision struct {
+	Resolution
+	// Facts are what the rules judged.
+	Facts rules.Nodegroup
+	// Refusal is every violation; empty when the nodegroup may go on.
+	Refusal rules.Refusal
+	// Project is the cluster's project as the SharedNetwork's Keystone
+	// vouched for it ("" when the question did not ask): a share made on
+	// this decision uses it, so one share costs one token validation.
+	Project string
+	// Waiting says why the question cannot be judged yet (the cluster
+	// network CAPO has not made): nothing is refused, ask again later.
+	Waiting string
+	// Skipped: there is nothing to judge (a detach of a nodegroup never
+	// attached; still-fits on facts that are not current).
+	Skipped bool
+}
 
-// Admission gathers the facts of a Cluster create (old is empty) or update:
-// every nodegroup whose `sharedNetwork` value is set, changed or removed,
-// every attached nodegroup that grows, and a version change of a cluster
-// with attached nodegroups.
-func (c *Checker) Admission(ctx context.Context, old, cluster *clusterv1.Cluster) rules.Facts {
+// Err is the refusal as an error, nil when nothing was violated.
+func (d Decision) Err() error { return d.Refusal.Err() }
+
+// Decide answers one question: its facts gathered once, the rules run
+// once. An error is an object that could not be read (nothing judged).
+func (c *Checker) Decide(ctx context.Context, q Question) (Decision, error) {
+	g, err := c.gather(ctx, q)
+	d := g.decision()
+	if err != nil || d.Waiting != "" || d.Skipped {
+		return d, err
+	}
+	d.Refusal = c.evaluate(rules.Facts{Version: q.Cluster.Spec.Topology.Version, Nodegroups: []rules.Nodegroup{g.n}})
+	return d, nil
+}
+
+// Admission judges a Cluster create (old is empty) or update: every
+// nodegroup whose `sharedNetwork` value is set, changed or removed, every
+// attached nodegroup that grows, and a version change of a cluster with
+// attached nodegroups; their facts gathered nodegroup by nodegroup, the
+// rules run once over all, so the owner sees every problem at once.
+func (c *Checker) Admission(ctx context.Context, old, cluster *clusterv1.Cluster) rules.Refusal {
 	facts := rules.Facts{Version: cluster.Spec.Topology.Version}
 	if !cluster.Spec.Topology.IsDefined() {
-		return facts
+		return nil
 	}
 	newLevel, err := variables.FromClusterVariables(cluster.Spec.Topology.Variables)
 	if err != nil {
-		facts.ValueError = err.Error()
-		return facts
+		return c.evaluate(rules.Facts{ValueError: err.Error()})
 	}
-	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables)
+	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables) //nolint:errcheck // an unreadable old value is replaced: only the new one is judged
 	facts.ClusterLevel = newLevel != nil && !reflect.DeepEqual(newLevel, oldLevel)
-
 	now, err := variables.Nodegroups(cluster)
 	if err != nil {
-		facts.ValueError = err.Error()
-		return facts
+		return c.evaluate(rules.Facts{ValueError: err.Error()})
 	}
 	before, err := variables.Nodegroups(old)
 	if err != nil {
 		before = nil // an unreadable old value is replaced: check the new one only
 	}
-	// An object that cannot be read is that nodegroup's cannot-verify; the
-	// others are still judged, so the owner sees every problem at once.
-	add := func(n rules.Nodegroup, err error) {
-		if err != nil {
-			n.CannotVerify = err.Error() + "; nothing was changed, retry later"
-		}
-		facts.Nodegroups = append(facts.Nodegroups, n)
-	}
-	for _, topology := range sortedKeys(before) {
-		if value, ok := now[topology]; ok && value == before[topology] {
+	for _, q := range admissionQuestions(old, cluster, before, now) {
+		if q.Ask == Attach && q.Value.Name != "" && before[q.Nodegroup].Name != "" && before[q.Nodegroup].Name != q.Value.Name {
+			// One network at a time: judged without facts.
+			facts.Nodegroups = append(facts.Nodegroups, rules.Nodegroup{Name: q.Nodegroup, Check: rules.CheckAttach,
+				SharedNetwork: q.Value.Name, AttachedTo: before[q.Nodegroup].Name})
 			continue
 		}
-		if n, attached, err := c.detachFacts(ctx, old, topology); attached || err != nil {
-			add(n, err)
+		g, err := c.gather(ctx, q)
+		if err != nil {
+			// That nodegroup's cannot-verify; the others are still judged.
+			g.n.CannotVerify = err.Error() + "; nothing was changed, retry later"
+		} else if g.skipped {
+			continue
 		}
-	}
-	for _, topology := range sortedKeys(now) {
-		prev, had := before[topology]
-		value := now[topology]
-		switch {
-		case had && prev == value:
-			// An attached nodegroup that may take more addresses (replicas,
-			// the autoscaler's max size, its failure domain) is checked for
-			// room on the subnet: nodes without an address never join.
-			if Grows(old, cluster, topology) {
-				add(c.growFacts(ctx, cluster, topology, value, true))
-			}
-		case had && prev.Name != value.Name:
-			add(rules.Nodegroup{Name: topology, Check: rules.CheckAttach, SharedNetwork: value.Name, AttachedTo: prev.Name}, nil)
-		default:
-			add(c.AttachFacts(ctx, cluster, topology, value, All))
-		}
+		facts.Nodegroups = append(facts.Nodegroups, g.n)
 	}
 	if len(now) > 0 && cluster.Spec.Topology.Version != old.Spec.Topology.Version {
 		facts.AttachedWhileVersionChanges = sortedKeys(now)
 	}
-	return facts
+	return c.evaluate(facts)
 }
 
-// Attach judges attaching nodegroup topology of cluster to value on the
-// facts of scope: a rules.Refusal with every violation, or nil.
-func (c *Checker) Attach(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable, scope Scope) error {
-	n, err := c.AttachFacts(ctx, cluster, topology, value, scope)
-	return judge(cluster, n, err)
+// admissionQuestions are the questions a Cluster change asks: detaches
+// first (for the old Cluster), then each nodegroup whose value is new or
+// changed, or that grows.
+func admissionQuestions(old, cluster *clusterv1.Cluster, before, now map[string]sharednetv1.SharedNetworkVariable) []Question {
+	var out []Question
+	for _, topology := range sortedKeys(before) {
+		if value, ok := now[topology]; !ok || value != before[topology] {
+			out = append(out, Question{Ask: Detach, Cluster: old, Nodegroup: topology, Value: before[topology]})
+		}
+	}
+	for _, topology := range sortedKeys(now) {
+		prev, had := before[topology]
+		q := Question{Ask: Attach, Cluster: cluster, Nodegroup: topology, Value: now[topology]}
+		if had && prev == q.Value {
+			// An attached nodegroup that may take more addresses (replicas,
+			// the autoscaler's max size, its failure domain) is checked for
+			// room on the subnet: nodes without an address never join.
+			if !Grows(old, cluster, topology) {
+				continue
+			}
+			q.Ask = Grow
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
-// StillFits judges an attached nodegroup against the cloud as it is now:
-// the shared network's MTU against the cluster network's, and room on the
-// subnet for what every consumer may still take. The attachment controller
-// reports the answer (condition CloudFits) and never acts on it: a cloud
-// that changed must not wedge or roll a running cluster. Facts older than
-// MaxFactAge are not judged (nil).
-func (c *Checker) StillFits(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
-	if sn, err := c.sharedNetwork(ctx, value.Name); err != nil || sn == nil || !c.fresh(sn) {
-		return nil //nolint:nilerr // facts that cannot be read are not judged, as stale ones are not
+func (c *Checker) evaluate(facts rules.Facts) rules.Refusal {
+	if c.Rules != nil {
+		return c.Rules(facts)
 	}
-	n, err := c.growFacts(ctx, cluster, topology, value, false)
-	return judge(cluster, n, err)
-}
-
-// NotReadyError says the cluster is not far enough for the check before the
-// share: it is retried, nothing is refused.
-type NotReadyError struct{ Reason string }
-
-func (e *NotReadyError) Error() string { return e.Reason }
-
-// BeforeShare judges a nodegroup about to be shared on the cluster as CAPO
-// made it: the rules admission could not decide for a Cluster being created
-// (the cluster network's MTU, the project's port quota, the same cloud) and
-// the others again, on real facts. The attachment controller calls it
-// before it shares: a refusal means no share, no port and no rollout. A
-// *NotReadyError while the cluster network does not exist yet.
-func (c *Checker) BeforeShare(ctx context.Context, cluster *clusterv1.Cluster, topology string, value sharednetv1.SharedNetworkVariable) error {
-	network, err := c.clusterNetwork(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	if network.osc == nil || network.osc.Status.Network == nil || network.osc.Status.Network.ID == "" || cluster.Spec.InfrastructureRef.Name == "" {
-		return &NotReadyError{Reason: fmt.Sprintf("waiting for CAPO to create the cluster network (OpenStackCluster of cluster %s) before the rules can be checked", cluster.Name)}
-	}
-	return c.Attach(ctx, cluster, topology, value, All)
-}
-
-// judge runs the rules on one nodegroup's facts.
-func judge(cluster *clusterv1.Cluster, n rules.Nodegroup, err error) error {
-	if err != nil {
-		return fmt.Errorf("MachineDeployment topology %q: %w", n.Name, err)
-	}
-	return rules.Refusal(rules.Evaluate(rules.Facts{Version: cluster.Spec.Topology.Version, Nodegroups: []rules.Nodegroup{n}})).Err()
+	return rules.Evaluate(facts)
 }
 
 // Grows says whether nodegroup topology may take more of its shared subnet
 // in cluster than in old: a larger max size or more zones. A size that is
 // not a node count counts as growth, so the rules report it.
 func Grows(old, cluster *clusterv1.Cluster, topology string) bool {
-	now, before := sizeOf(cluster, topology), sizeOf(old, topology)
+	now, before := consumers.SizeOf(cluster, topology), consumers.SizeOf(old, topology)
 	// Zones are the Cluster's in both: only the nodegroup's own change counts.
 	before.ClusterFailureDomains = now.ClusterFailureDomains
 	nowMax, v := rules.MaxSize(now.Annotations, now.Replicas)
@@ -223,10 +234,12 @@ func (c *Checker) cloudTimeout() time.Duration {
 	return 5 * time.Second
 }
 
+// fresh says whether the SharedNetwork's status is current enough to
+// decide on.
 func (c *Checker) fresh(sn *sharednetv1.SharedNetwork) bool {
 	maxAge := c.MaxFactAge
 	if maxAge <= 0 {
-		maxAge = DefaultMaxFactAge
+		maxAge = MaxFactAgeFor(5 * time.Minute)
 	}
 	now := time.Now
 	if c.Now != nil {

@@ -17,7 +17,6 @@ limitations under the License.
 package preflight
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -30,8 +29,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
@@ -62,7 +60,7 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}}}},
 		},
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).WithIndex(&clusterv1.Cluster{}, SharedNetworkIndex, SharedNetworksOf).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, sn, cluster).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	return &Checker{Reader: c, Cloud: &fakecloud.Clouds{
 		Clusters:       map[string]*fakecloud.Project{"team-a/demo": clusterProject},
 		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},
@@ -70,37 +68,18 @@ func checker(t *testing.T, clusterProject *fakecloud.Project) (*Checker, *cluste
 }
 
 func TestAdmissionRefusesAClusterOfAnotherKeystone(t *testing.T) {
-	value := sharednetv1.SharedNetworkVariable{Name: "vm"}
 	t.Run("the shared network's own cloud: admitted", func(t *testing.T) {
 		g := NewWithT(t)
 		c, cluster := checker(t, &fakecloud.Project{ID: "cluster-project"})
-		g.Expect(c.Attach(context.Background(), cluster, "md-a", value, All)).To(Succeed())
+		g.Expect(ask(c, Attach, cluster)).To(Succeed())
 	})
 	t.Run("a Keystone of the tenant's own: refused, naming the rule and the fix", func(t *testing.T) {
 		g := NewWithT(t)
 		c, cluster := checker(t, &fakecloud.Project{ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"})
-		err := c.Attach(context.Background(), cluster, "md-a", value, All)
+		err := ask(c, Attach, cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring(`MachineDeployment topology "md-a"`), ContainSubstring(rules.RuleSameCloud+":"),
 			ContainSubstring("http://127.0.0.1:35357/, another Keystone"), ContainSubstring("fix the cluster's clouds.yaml"))))
 		g.Expect(err.Error()).NotTo(ContainSubstring(fakecloud.DefaultKeystone), "the VM project's Keystone is not shown")
 	})
 }
 
-func TestClusterLoadBalancersAreOnlyThisClusters(t *testing.T) {
-	g := NewWithT(t)
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}}
-	mine := ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "web")
-	twin := ccm.LoadBalancerName(ccm.ClusterName("team-b", "demo"), "shop", "web")
-	found := []openstack.LoadBalancer{
-		{ID: "1", Name: mine, VIP: "172.16.5.10", Tags: []string{mine}},
-		{ID: "2", Name: twin, VIP: "172.16.5.11", Tags: []string{twin}},
-		{ID: "3", Name: "by-hand", VIP: "172.16.5.12"},
-		{ID: "4", Name: twin, VIP: "172.16.5.13", Tags: []string{twin, ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "shop", "api")}},
-	}
-	own, unattributed := LoadBalancersOf(cluster, found)
-	g.Expect(own).To(Equal([]sharednetv1.LoadBalancer{
-		{ID: "1", Name: mine, VIP: "172.16.5.10", Service: "shop/web"},
-		{ID: "4", Name: twin, VIP: "172.16.5.13", Service: "shop/api"},
-	}), "its own, and one a Service of it shares with another cluster; never the twin's alone")
-	g.Expect(unattributed).To(Equal([]sharednetv1.LoadBalancer{{ID: "3", Name: "by-hand", VIP: "172.16.5.12"}}))
-}

@@ -34,6 +34,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -127,7 +128,7 @@ func (w *world) variable(name, raw string) {
 
 func (w *world) checker() *Checker {
 	scheme := sharednetscheme.New()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).WithIndex(&clusterv1.Cluster{}, SharedNetworkIndex, SharedNetworksOf).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(w.objs, w.sn, w.cluster)...).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	return &Checker{Reader: c, Now: func() time.Time { return w.now }, Cloud: &fakecloud.Clouds{
 		Clusters:       map[string]*fakecloud.Project{"team-a/demo": w.project},
 		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: w.cloud, ID: "vm-project"}},
@@ -151,15 +152,15 @@ func TestCreationChecksWhatTheClusterAsksFor(t *testing.T) {
 		w := newWorld(t)
 		w.class()
 		w.variable("nodeCIDR", `"172.16.5.0/24"`)
-		err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+		err := ask(w.checker(), Attach, w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("overlap:"), ContainSubstring("172.16.5.0/24"))))
 	})
 	t.Run("the class's default node subnet, not the template's, when the Cluster sets none: admitted", func(t *testing.T) {
 		g := NewWithT(t)
 		w := newWorld(t)
 		w.class()
-		g.Expect(w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
-		nw, err := w.checker().clusterNetwork(context.Background(), w.cluster)
+		g.Expect(ask(w.checker(), Attach, w.cluster)).To(Succeed())
+		nw, err := w.checker().clusterNetwork(context.Background(), &gathering{q: Question{Cluster: w.cluster}})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(nw.subnetCIDRs).To(Equal([]string{"10.6.0.0/24"}))
 	})
@@ -168,7 +169,7 @@ func TestCreationChecksWhatTheClusterAsksFor(t *testing.T) {
 		w := newWorld(t)
 		w.class()
 		w.variable("networkMTU", `1400`)
-		err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+		err := ask(w.checker(), Attach, w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1450 but the cluster network has MTU 1400"))))
 	})
 	t.Run("an MTU left to Neutron is not decided at admission but before the share", func(t *testing.T) {
@@ -176,9 +177,11 @@ func TestCreationChecksWhatTheClusterAsksFor(t *testing.T) {
 		w := newWorld(t)
 		w.class()
 		c := w.checker()
-		g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
-		var notReady *NotReadyError
-		g.Expect(errors.As(c.BeforeShare(context.Background(), w.cluster, "md-a", value), &notReady)).To(BeTrue(), "waits for the cluster network")
+		g.Expect(ask(c, Attach, w.cluster)).To(Succeed())
+		d, err := c.Decide(context.Background(), Question{Ask: BeforeShare, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Waiting).To(ContainSubstring("waiting for CAPO to create the cluster network"), "waits for the cluster network")
+		g.Expect(d.Refusal).To(BeEmpty())
 	})
 }
 
@@ -187,7 +190,7 @@ func TestBeforeShareRunsEveryRuleOnTheClusterCAPOMade(t *testing.T) {
 		g := NewWithT(t)
 		w := newWorld(t)
 		w.running(1500)
-		err := w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)
+		err := ask(w.checker(), BeforeShare, w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1450 but the cluster network has MTU 1500"))))
 	})
 	t.Run("the cluster project's port quota", func(t *testing.T) {
@@ -195,14 +198,14 @@ func TestBeforeShareRunsEveryRuleOnTheClusterCAPOMade(t *testing.T) {
 		w := newWorld(t)
 		w.running(1450)
 		w.project.PortQuota = &openstack.Quota{Limit: 10, Used: 9}
-		err := w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)
+		err := ask(w.checker(), BeforeShare, w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("capacity:"), ContainSubstring("port quota allows 1 more ports"), ContainSubstring("needs 2"))))
 	})
 	t.Run("every rule holds", func(t *testing.T) {
 		g := NewWithT(t)
 		w := newWorld(t)
 		w.running(1450)
-		g.Expect(w.checker().BeforeShare(context.Background(), w.cluster, "md-a", value)).To(Succeed())
+		g.Expect(ask(w.checker(), BeforeShare, w.cluster)).To(Succeed())
 	})
 }
 
@@ -271,7 +274,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 		w.sn.Status.MTU = 1400
 		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1400 but the cluster network has MTU 1450"))))
-		g.Expect(w.checker().StillFits(context.Background(), w.cluster, "md-a", value)).To(MatchError(ContainSubstring("mtu:")), "and the controller reports it")
+		g.Expect(ask(w.checker(), StillFits, w.cluster)).To(MatchError(ContainSubstring("mtu:")), "and the controller reports it")
 	})
 	t.Run("a max size that does not fit an int32 is refused, not wrapped into a pass", func(t *testing.T) {
 		g := NewWithT(t)
@@ -286,7 +289,7 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 
 func TestFactsAreFreshOrAskedLive(t *testing.T) {
 	stale := func(w *world) {
-		w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-DefaultMaxFactAge - time.Second)}
+		w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-MaxFactAgeFor(5*time.Minute) - time.Second)}
 	}
 	notReady := func(w *world) { w.sn.Status.Conditions[0].Status = metav1.ConditionFalse }
 	for name, age := range map[string]func(*world){"stale": stale, "not Ready": notReady} {
@@ -298,7 +301,7 @@ func TestFactsAreFreshOrAskedLive(t *testing.T) {
 			// The status says 200 free; Neutron says the /24's pool is all free
 			// but the nodegroup wants more.
 			md(w.cluster, "md-a").Replicas = ptr.To[int32](260)
-			err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+			err := ask(w.checker(), Attach, w.cluster)
 			g.Expect(err).To(MatchError(And(ContainSubstring("capacity:"), ContainSubstring("has 254 free addresses"))))
 			g.Expect(w.cloud.Calls["Subnets"]).To(Equal(1))
 		})
@@ -313,7 +316,7 @@ func TestFactsAreFreshOrAskedLive(t *testing.T) {
 				}
 				return nil
 			}
-			err := w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)
+			err := ask(w.checker(), Attach, w.cluster)
 			g.Expect(err).To(MatchError(And(ContainSubstring("cannot-verify: the facts of SharedNetwork vm are not current"), ContainSubstring("nothing was changed"))))
 			g.Expect(err.Error()).NotTo(ContainSubstring("10.0.0.1"), "the VM project's errors are not the tenant's")
 		})
@@ -322,13 +325,25 @@ func TestFactsAreFreshOrAskedLive(t *testing.T) {
 		g := NewWithT(t)
 		w := newWorld(t)
 		w.running(1450)
-		g.Expect(w.checker().Attach(context.Background(), w.cluster, "md-a", value, All)).To(Succeed())
+		g.Expect(ask(w.checker(), Attach, w.cluster)).To(Succeed())
 		g.Expect(w.cloud.Calls["Subnets"]).To(BeZero())
 	})
 }
 
 // judgeGrowth judges md-a's growth as admission does.
 func judgeGrowth(c *Checker, cluster *clusterv1.Cluster) error {
-	n, err := c.growFacts(context.Background(), cluster, "md-a", value, true)
-	return judge(cluster, n, err)
+	return ask(c, Grow, cluster)
+}
+
+// ask asks c about md-a's value: the refusal, an object that could not be
+// read, or why it waits.
+func ask(c *Checker, a Ask, cluster *clusterv1.Cluster) error {
+	d, err := c.Decide(context.Background(), Question{Ask: a, Cluster: cluster, Nodegroup: "md-a", Value: value})
+	switch {
+	case err != nil:
+		return err
+	case d.Waiting != "":
+		return errors.New(d.Waiting)
+	}
+	return d.Err()
 }

@@ -44,6 +44,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -66,7 +67,7 @@ const (
 // benchNodegroups nodegroups of benchReplicas nodes, md-0 and md-1 attached
 // to SharedNetworks sn-(i%4) and sn-((i+1)%4) with their
 // SharedNetworkAttachments listing their nodes) over controller-runtime's
-// fake client with preflight.SharedNetworkIndex, and the in-memory fake
+// fake client with consumers.SharedNetworkIndex, and the in-memory fake
 // cloud. The decision is cluster-000 attaching md-2 to sn-0: with n=500,
 // sn-0's subnet has 250 other consumers; with n=1, one (cluster-000's md-0).
 type scaleWorld struct {
@@ -150,13 +151,13 @@ func newScaleWorld(tb testing.TB, n int, reader string) *scaleWorld {
 	}
 	scheme := sharednetscheme.New()
 	var c client.Reader = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
+		WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	checker := &preflight.Checker{Reader: c, Cloud: clouds}
 	if reader != fakeClient {
 		checker.Reader = newIndexedStore(tb, scheme, objs)
 	}
 	if reader == consumerTable {
-		table, informers := preflight.NewConsumerTable(), fakeinformers.New()
+		table, informers := consumers.NewTable(), fakeinformers.New()
 		if err := table.Watch(context.Background(), informers); err != nil {
 			tb.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func (w *scaleWorld) calls() int {
 //
 // consumer-table is the manager's: objects read through client-go's
 // thread-safe indexed store, as the manager's informer cache does, and the
-// consumers of the subnet from preflight.ConsumerTable, kept by informer
+// consumers of the subnet from consumers.Table, kept by informer
 // events. The two others list and size the consumers on each decision
 // (what the Checker does without a table): cache-reader through the same
 // store (only the Clusters naming the SharedNetwork are copied);
@@ -255,7 +256,7 @@ func benchmarkAdmission(b *testing.B, reader string) {
 
 // indexedStore is a client.Reader over client-go's indexed store, read as
 // controller-runtime's CacheReader reads the manager's informers: Get by
-// key, List by a field index (preflight.SharedNetworkIndex on Clusters), by
+// key, List by a field index (consumers.SharedNetworkIndex on Clusters), by
 // namespace or whole, then the label selector; every object returned is a
 // deep copy.
 type indexedStore struct {
@@ -279,8 +280,8 @@ func newIndexedStore(tb testing.TB, scheme *runtime.Scheme, objs []client.Object
 		if !ok {
 			indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
 			if gvk == clusterGVK {
-				indexers["field:"+preflight.SharedNetworkIndex] = func(o any) ([]string, error) {
-					return preflight.SharedNetworksOf(o.(client.Object)), nil
+				indexers["field:"+consumers.SharedNetworkIndex] = func(o any) ([]string, error) {
+					return consumers.SharedNetworksOf(o.(client.Object)), nil
 				}
 			}
 			store = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)

@@ -33,7 +33,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
-	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 )
 
 // ClusterPath is where the Cluster admission webhook is served.
@@ -74,7 +73,7 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 	}
 	ctx, cancel := context.WithTimeout(ctx, decisionBudget)
 	defer cancel()
-	if refusal := rules.Refusal(rules.Evaluate(v.Checker.Admission(ctx, old, cluster))); len(refusal) > 0 {
+	if refusal := v.Checker.Admission(ctx, old, cluster); len(refusal) > 0 {
 		return admission.Denied(refusal.Error())
 	}
 	return admission.Allowed("")

@@ -37,6 +37,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
@@ -94,7 +95,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) validator(t *testing.T) *ClusterValidator {
 	t.Helper()
 	scheme := sharednetscheme.New()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).WithIndex(&clusterv1.Cluster{}, preflight.SharedNetworkIndex, preflight.SharedNetworksOf).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(f.objs...).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	project := &fakecloud.Project{Cloud: f.cloud, ID: "cluster-project"}
 	osc := &infrav1.OpenStackCluster{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo"}, osc); err != nil {

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package fakeinformers is the manager cache's GetInformer over
 // controller-runtime's FakeInformer, a FAKE for fast tests of what is fed
-// by informer events (preflight.ConsumerTable): the test hands each event
+// by informer events (consumers.Table): the test hands each event
 // to the informer of its kind (Of(obj).Add, Update, Delete) and says when
 // the first list is delivered to the handlers registered on it
 // (Delivered), which their registrations then report, as client-go's do.

@@ -48,11 +48,11 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
@@ -78,7 +78,7 @@ func startAttachmentController(t *testing.T) *attachmentController {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
 	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: install.Namespace, Sessions: &openstack.Sessions{}}

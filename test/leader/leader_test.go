@@ -43,9 +43,9 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
@@ -484,16 +484,14 @@ func startReplica(t *testing.T, name string, vm *fakecloud.Project, clouds *fake
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := preflight.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
 	recorder := mgr.GetEventRecorderFor("capo-sharednet")
 	if err := (&controllers.SharedNetworkReconciler{
 		Client: mgr.GetClient(), Namespace: install.Namespace, Resync: 2 * time.Second, Recorder: recorder,
 		// Every SharedNetwork of the test is a network of the one VM project.
-		Connect: func(context.Context, string, string, openstack.Credential) (controllers.VMProjectCloud, error) {
-			return vm, nil
-		},
+		Clouds: clouds,
 	}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package preflight
+package consumers
 
 import (
 	"context"
@@ -61,12 +61,12 @@ func consumersOfEveryCluster(ctx context.Context, reader client.Reader, sn *shar
 			if s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet); v != nil || s != subnet {
 				continue
 			}
-			size := sizeOf(cl, other)
+			size := SizeOf(cl, other)
 			maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
 			if v != nil {
 				return nil, v
 			}
-			attached, err := attachedAddresses(ctx, reader, cl, other)
+			attached, err := AttachedAddresses(ctx, reader, cl, other)
 			if err != nil {
 				return nil, err
 			}
@@ -210,4 +210,13 @@ func TestSubnetConsumersNeedTheIndex(t *testing.T) {
 func byName(cs []rules.Consumer) []rules.Consumer {
 	slices.SortFunc(cs, func(a, b rules.Consumer) int { return strings.Compare(a.Name, b.Name) })
 	return cs
+}
+
+func md(c *clusterv1.Cluster, name string) *clusterv1.MachineDeploymentTopology {
+	for i := range c.Spec.Topology.Workers.MachineDeployments {
+		if c.Spec.Topology.Workers.MachineDeployments[i].Name == name {
+			return &c.Spec.Topology.Workers.MachineDeployments[i]
+		}
+	}
+	return nil
 }

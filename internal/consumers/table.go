@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package preflight
+package consumers
 
 import (
 	"context"
@@ -35,20 +35,22 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 )
 
-// ErrConsumersNotRead is the ConsumerTable's answer until the manager's
+// ErrNotRead is the Table's answer until the manager's
 // cache has delivered every Cluster and attachment to it.
-var ErrConsumersNotRead = errors.New("the extension has not yet read every Cluster and SharedNetworkAttachment since it started")
+var ErrNotRead = errors.New("the extension has not yet read every Cluster and SharedNetworkAttachment since it started")
 
-// ConsumerTable is every nodegroup's claim on the SharedNetworks (its size
+// Table is every nodegroup's claim on the SharedNetworks (its size
 // and the subnet its value names) and the addresses each attachment holds,
 // kept from the manager's Cluster and attachment informers. The capacity
 // rule reads a subnet's consumers from it instead of decoding and sizing
 // each of them on every admission: at 500 Clusters a subnet has hundreds
 // (docs/performance.md). It answers what SubnetConsumers answers over the
-// same cache, and answers nothing (ErrConsumersNotRead) until both
-// informers delivered their first list, so a manager that just started
-// refuses as cannot-verify rather than judging on half the consumers.
-type ConsumerTable struct {
+// same cache, and answers nothing (ErrNotRead) until both informers
+// delivered their first list, so a manager that just started never judges
+// on half the consumers: the decision service then lists them through the
+// cache instead (which waits for its sync), and the readyz check keeps
+// admissions away from such a replica.
+type Table struct {
 	mu          sync.Mutex
 	ofCluster   map[client.ObjectKey][]claim             // what each Cluster claims
 	clustersOf  map[string]map[client.ObjectKey]struct{} // SharedNetwork → the Clusters claiming it
@@ -75,9 +77,9 @@ type entry struct {
 	holds int
 }
 
-// NewConsumerTable returns an empty table; Watch feeds it.
-func NewConsumerTable() *ConsumerTable {
-	return &ConsumerTable{
+// NewTable returns an empty table; Watch feeds it.
+func NewTable() *Table {
+	return &Table{
 		ofCluster:   map[client.ObjectKey][]claim{},
 		clustersOf:  map[string]map[client.ObjectKey]struct{}{},
 		attachments: map[client.ObjectKey]attached{},
@@ -93,7 +95,7 @@ type Informers interface {
 // Watch feeds the table from the Cluster and SharedNetworkAttachment
 // informers. Called once, before the cache starts (internal/manager's
 // NewManager): it starts with them.
-func (t *ConsumerTable) Watch(ctx context.Context, informers Informers) error {
+func (t *Table) Watch(ctx context.Context, informers Informers) error {
 	if len(t.synced) > 0 {
 		return errors.New("the consumer table already watches its informers")
 	}
@@ -118,7 +120,7 @@ func (t *ConsumerTable) Watch(ctx context.Context, informers Informers) error {
 }
 
 // ClusterEvents keeps the claims of Clusters.
-func (t *ConsumerTable) ClusterEvents() toolscache.ResourceEventHandler {
+func (t *Table) ClusterEvents() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.setCluster(obj, false) },
 		UpdateFunc: func(_, obj any) { t.setCluster(obj, false) },
@@ -127,7 +129,7 @@ func (t *ConsumerTable) ClusterEvents() toolscache.ResourceEventHandler {
 }
 
 // AttachmentEvents keeps the addresses attachments hold.
-func (t *ConsumerTable) AttachmentEvents() toolscache.ResourceEventHandler {
+func (t *Table) AttachmentEvents() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.setAttachment(obj, false) },
 		UpdateFunc: func(_, obj any) { t.setAttachment(obj, false) },
@@ -143,7 +145,7 @@ func eventObject(obj any) any {
 	return obj
 }
 
-func (t *ConsumerTable) setCluster(obj any, deleted bool) {
+func (t *Table) setCluster(obj any, deleted bool) {
 	cluster, ok := eventObject(obj).(*clusterv1.Cluster)
 	if !ok {
 		return
@@ -180,7 +182,7 @@ func (t *ConsumerTable) setCluster(obj any, deleted bool) {
 	}
 }
 
-func (t *ConsumerTable) setAttachment(obj any, deleted bool) {
+func (t *Table) setAttachment(obj any, deleted bool) {
 	a, ok := eventObject(obj).(*sharednetv1.SharedNetworkAttachment)
 	if !ok {
 		return
@@ -213,15 +215,15 @@ func (t *ConsumerTable) setAttachment(obj any, deleted bool) {
 // ReadyzCheck is a healthz.Checker: ready once the table has read every
 // Cluster and attachment, so that admission is not sent to a replica
 // whose capacity decisions would wait for its cache.
-func (t *ConsumerTable) ReadyzCheck(_ *http.Request) error {
+func (t *Table) ReadyzCheck(_ *http.Request) error {
 	if !t.hasSynced() {
-		return ErrConsumersNotRead
+		return ErrNotRead
 	}
 	return nil
 }
 
 // hasSynced says whether every informer delivered its first list.
-func (t *ConsumerTable) hasSynced() bool {
+func (t *Table) hasSynced() bool {
 	if t.isSynced.Load() {
 		return true
 	}
@@ -240,7 +242,7 @@ func (t *ConsumerTable) hasSynced() bool {
 // consumersOf is every claim on SharedNetwork name with the addresses it
 // holds (as attachments.Get finds them: the object of the nodegroup's
 // attachment name, when its spec names that nodegroup). Called locked.
-func (t *ConsumerTable) consumersOf(name string) []entry {
+func (t *Table) consumersOf(name string) []entry {
 	if out, ok := t.consumers[name]; ok {
 		return out
 	}
@@ -261,10 +263,12 @@ func (t *ConsumerTable) consumersOf(name string) []entry {
 	return out
 }
 
-// SubnetConsumers implements Consumers.
-func (t *ConsumerTable) SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
+// SubnetConsumers is every consumer of subnet of sn but the one named
+// except (rules.ConsumerName; "" for none), as the package-level
+// SubnetConsumers lists them.
+func (t *Table) SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
 	if !t.hasSynced() {
-		return nil, ErrConsumersNotRead
+		return nil, ErrNotRead
 	}
 	on := &subnetOf{sn: sn}
 	t.mu.Lock()

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package preflight
+package consumers
 
 import (
 	"context"
@@ -37,10 +37,10 @@ import (
 
 // tableOver is a table fed, through Watch, with every Cluster and
 // attachment c holds, its informers synced.
-func tableOver(t *testing.T, c client.Client) (*ConsumerTable, *fakeinformers.Informers) {
+func tableOver(t *testing.T, c client.Client) (*Table, *fakeinformers.Informers) {
 	t.Helper()
 	ctx := context.Background()
-	table, informers := NewConsumerTable(), fakeinformers.New()
+	table, informers := NewTable(), fakeinformers.New()
 	if err := table.Watch(ctx, informers); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func tableOver(t *testing.T, c client.Client) (*ConsumerTable, *fakeinformers.In
 // agree checks that the table answers as listing the Clusters does, for
 // each subnet of sn, leaving out no nodegroup and each nodegroup of every
 // Cluster in turn.
-func agree(t *testing.T, g Gomega, c client.Client, table *ConsumerTable, sn *sharednetv1.SharedNetwork, subnets ...string) {
+func agree(t *testing.T, g Gomega, c client.Client, table *Table, sn *sharednetv1.SharedNetwork, subnets ...string) {
 	t.Helper()
 	ctx := context.Background()
 	clusters := &clusterv1.ClusterList{}
@@ -240,44 +240,25 @@ func TestConsumerTableAnswersNothingUntilItsHandlersGotTheFirstList(t *testing.T
 	g := NewWithT(t)
 	vm := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{Subnets: []string{"s-1"}}}
 
-	_, err := NewConsumerTable().SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrConsumersNotRead), "not watching anything: no answer")
+	_, err := NewTable().SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).To(MatchError(ErrNotRead), "not watching anything: no answer")
 
-	table, informers := NewConsumerTable(), fakeinformers.New()
+	table, informers := NewTable(), fakeinformers.New()
 	g.Expect(table.Watch(context.Background(), informers)).To(Succeed())
 	g.Expect(table.Watch(context.Background(), informers)).NotTo(Succeed(), "watched once")
 	informers.Of(&clusterv1.Cluster{}).Synced = true
 	informers.Of(&sharednetv1.SharedNetworkAttachment{}).Synced = true
 	_, err = table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrConsumersNotRead), "the informers synced, but the first list not yet handed to the table")
-	g.Expect(table.ReadyzCheck(nil)).To(MatchError(ErrConsumersNotRead))
+	g.Expect(err).To(MatchError(ErrNotRead), "the informers synced, but the first list not yet handed to the table")
+	g.Expect(table.ReadyzCheck(nil)).To(MatchError(ErrNotRead))
 	informers.Delivered(&clusterv1.Cluster{})
 	_, err = table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrConsumersNotRead), "the attachments not read yet: the addresses they hold are unknown")
+	g.Expect(err).To(MatchError(ErrNotRead), "the attachments not read yet: the addresses they hold are unknown")
 	informers.Delivered(&sharednetv1.SharedNetworkAttachment{})
 	got, err := table.SubnetConsumers(vm, "s-1", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeEmpty())
 	g.Expect(table.ReadyzCheck(nil)).To(Succeed())
-}
-
-func TestUntilTheTableReadEveryObjectTheCheckerListsTheConsumers(t *testing.T) {
-	g := NewWithT(t)
-	w := newWorld(t)
-	w.class()
-	// Another cluster reserves 201 of the 200 free addresses.
-	big := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "big"},
-		Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
-			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a", Replicas: ptr.To[int32](200)}}}}}}
-	variables.SetOverride(big, "md-a", []byte(`{"name":"vm"}`))
-	w.objs = append(w.objs, big)
-	c := w.checker()
-	c.Consumers = NewConsumerTable() // has read nothing: an empty answer would admit
-	refused := MatchError(And(ContainSubstring("capacity:"), ContainSubstring("team-a/big/md-a holds 0 and may take 201 more")))
-	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(refused, "a replica that just started lists the consumers")
-
-	c.Consumers, _ = tableOver(t, c.Reader.(client.Client))
-	g.Expect(c.Attach(context.Background(), w.cluster, "md-a", value, All)).To(refused, "once it read them, from the table")
 }
 
 func TestConsumerTableServesWhileItIsFed(t *testing.T) {

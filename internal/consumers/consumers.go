@@ -14,30 +14,29 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package preflight
+// Package consumers answers which nodegroups, of every cluster, use a subnet
+// of a SharedNetwork: the consumers the capacity rule reserves room for, and
+// the addresses each holds. The manager's answer is the Table, fed by its
+// informers; without one, SubnetConsumers lists the Clusters of the
+// SharedNetwork through the SharedNetworkIndex. Both answer the same.
+package consumers
 
 import (
 	"context"
 	"fmt"
+	"sort"
+
+	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
-
-// Consumers answers which nodegroups, of every cluster, use a subnet of a
-// SharedNetwork: the consumers the capacity rule reserves room for. The
-// manager's is the ConsumerTable; without one the Checker lists them
-// (SubnetConsumers).
-type Consumers interface {
-	// SubnetConsumers is every consumer of subnet of sn but the one named
-	// except (rules.ConsumerName; "" for none).
-	SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error)
-}
 
 // claim is one nodegroup's `sharedNetwork` value and its size: a consumer
 // of whichever subnet the value resolves to on the SharedNetwork (which
@@ -66,7 +65,7 @@ func claimsOf(cluster *clusterv1.Cluster) []claim {
 		value := values[topology]
 		c := claim{name: rules.ConsumerName(cluster.Namespace, cluster.Name, topology), topology: topology,
 			attachment: client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}, sharedNetwork: value.Name, subnet: value.Subnet}
-		size := sizeOf(cluster, topology)
+		size := SizeOf(cluster, topology)
 		maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
 		if v != nil {
 			c.invalid = fmt.Errorf("nodegroup %s: %w", c.name, v)
@@ -122,7 +121,7 @@ func (s *subnetOf) is(value, subnet string) bool {
 // names subnet of SharedNetwork sn, except the one named except, by listing
 // the Clusters that name sn (reader's SharedNetworkIndex) and reading their
 // attachments. The SharedNetwork controller exports the sum of their
-// headroom (capo_sharednet_subnet_reserved_addresses); the ConsumerTable
+// headroom (capo_sharednet_subnet_reserved_addresses); the Table
 // must answer the same.
 func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
 	clusters := &clusterv1.ClusterList{}
@@ -140,7 +139,7 @@ func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.
 			if c.invalid != nil {
 				return nil, c.invalid
 			}
-			attached, err := attachedAddresses(ctx, reader, cl, c.topology)
+			attached, err := AttachedAddresses(ctx, reader, cl, c.topology)
 			if err != nil {
 				return nil, err
 			}
@@ -148,4 +147,36 @@ func SubnetConsumers(ctx context.Context, reader client.Reader, sn *sharednetv1.
 		}
 	}
 	return out, nil
+}
+
+// AttachedAddresses are the addresses a nodegroup holds on its subnet, as
+// its attachment records them.
+func AttachedAddresses(ctx context.Context, reader client.Reader, cluster *clusterv1.Cluster, topology string) (int, error) {
+	attachment, err := attachments.Get(ctx, reader, cluster.Namespace, cluster.Name, topology)
+	if attachment == nil {
+		return 0, err
+	}
+	return len(attachment.Status.Nodes), nil
+}
+
+// SizeOf is the size facts of nodegroup topology: its max size (the
+// autoscaler's annotation, else replicas), its failure domain and the
+// cluster's. A nodegroup the Cluster no longer has takes nothing.
+func SizeOf(cluster *clusterv1.Cluster, topology string) *rules.Size {
+	s := &rules.Size{ClusterFailureDomains: len(cluster.Status.FailureDomains), Replicas: ptr.To[int32](0)}
+	for _, md := range cluster.Spec.Topology.Workers.MachineDeployments {
+		if md.Name == topology {
+			s.Annotations, s.Replicas, s.FailureDomain = md.Metadata.Annotations, md.Replicas, md.FailureDomain
+		}
+	}
+	return s
+}
+
+func sortedKeys(m map[string]sharednetv1.SharedNetworkVariable) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,0 +1,115 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+)
+
+// observeRollout fills nodes and load balancers and sets the phase of a
+// nodegroup being attached.
+func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupScope) (reconcile.Result, error) {
+	a, cluster := s.a, s.cluster
+	m, err := r.measure(ctx, s)
+	var unknown *subnetUnknownError
+	if errors.As(err, &unknown) {
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, unknown.Error()+"; retrying")
+		return reconcile.Result{RequeueAfter: pollRollout}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	rollout := m.rollout
+	a.Status.DesiredNodes = ptr.To(rollout.Desired)
+	a.Status.AttachedNodes = ptr.To(int32(len(rollout.Nodes)))
+	a.Status.Nodes = rollout.Nodes
+	// The cloud is observed again when the SharedNetwork was written since
+	// the last look (each resync), and once more as the nodegroup becomes
+	// Attached; not on every reconcile its machines' events cause, while it
+	// rolls out or once Attached (a 2-node rollout is some sixty reconciles).
+	last, ok := r.observed.Load(a.UID)
+	becomingAttached := rollout.Attached(m.carries) && a.Status.Phase != sharednetv1.PhaseAttached
+	if !ok || last != s.sn.ResourceVersion || becomingAttached {
+		r.observeLoadBalancers(ctx, cluster, a)
+		r.observeCloudFits(ctx, s)
+		r.observed.Store(a.UID, s.sn.ResourceVersion)
+	}
+	if rollout.Attached(m.carries) {
+		a.Status.Phase = sharednetv1.PhaseAttached
+		a.Status.Message = fmt.Sprintf("%d/%d nodes have an address on subnet %s", len(rollout.Nodes), rollout.Desired, a.Spec.Subnet)
+		r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionTrue, sharednetv1.ReasonAttached, a.Status.Message)
+		return reconcile.Result{RequeueAfter: pollCloud}, nil
+	}
+	a.Status.Phase = sharednetv1.PhaseRollingOut
+	a.Status.Message = fmt.Sprintf("rolling out: %d/%d nodes replaced, %d with an address on subnet %s", rollout.OnCurrentTemplate, rollout.Desired, len(rollout.Nodes), a.Spec.Subnet)
+	r.condition(a, cluster, sharednetv1.AttachedCondition, metav1.ConditionFalse, sharednetv1.ReasonRollingOut, a.Status.Message)
+	return reconcile.Result{RequeueAfter: pollRollout}, nil
+}
+
+// observeCloudFits reports a cloud that changed after the attach (the shared
+// network's MTU, room on its subnet): a condition and an Event, never a
+// rollout; admission refuses the nodegroup's next growth for the same reason.
+// A check that cannot be made keeps the condition as it was, and is logged.
+func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, s *nodegroupScope) {
+	a, cluster := s.a, s.cluster
+	value := sharednetv1.SharedNetworkVariable{Name: a.Spec.SharedNetwork, Subnet: a.Spec.Subnet}
+	d, err := r.checker().Decide(ctx, preflight.Question{Ask: preflight.StillFits, Cluster: cluster, Nodegroup: s.topology, Value: value})
+	switch {
+	case err != nil:
+		ctrl.LoggerFrom(ctx).Info("cannot check that the nodegroup still fits its subnet; CloudFits keeps its last value", "attachment", klog.KObj(a), "error", err.Error())
+	case len(d.Refusal) > 0:
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionFalse, sharednetv1.ReasonCloudChanged,
+			"the cloud changed after the attach: "+d.Refusal.Error()+"; the nodes keep their port and nothing rolls, but the nodegroup cannot grow until this is fixed")
+	default: // fits, or facts too old to judge (the SharedNetwork's Ready says why)
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
+			fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
+	}
+}
+
+// observeLoadBalancers lists this cluster's LBs on the subnet (the detach
+// rule and the cluster owner both need them) and those nobody can be
+// attributed to; other clusters' LBs on the same subnet are not listed. A
+// failed look keeps the last known list (a failure is not "none") and is
+// logged.
+func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) {
+	if cluster == nil {
+		return
+	}
+	cloud, _, err := r.Credentials.ForCluster(ctx, cluster)
+	if err == nil {
+		var found ccm.Attributed
+		if found, err = ccm.LoadBalancersOn(ctx, cloud, cluster, a.Spec.Subnet); err == nil {
+			a.Status.LoadBalancers, a.Status.UnattributedLoadBalancers = found.Own, found.Unattributed
+			return
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("cannot list the cluster's load balancers on the shared subnet; keeping the last list", "attachment", klog.KObj(a), "error", err.Error())
+}
