@@ -111,7 +111,7 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 			if !ok {
 				return result, true, nil
 			}
-			project = d.Project // one token validation per share
+			project, s.judged = d.Project, true // one token validation and one judgement per share
 		}
 	}
 	if s.a.ShareEstablished() && !shareLost(s.sn, s.a) {

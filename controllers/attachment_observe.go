@@ -80,6 +80,12 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 // A check that cannot be made keeps the condition as it was, and is logged.
 func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, s *nodegroupScope) {
 	a, cluster := s.a, s.cluster
+	if s.judged {
+		// Every rule of an attach, a superset of still-fits, held just now.
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
+			fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
+		return
+	}
 	value := sharednetv1.SharedNetworkVariable{Name: a.Spec.SharedNetwork, Subnet: a.Spec.Subnet}
 	d, err := r.checker().Decide(ctx, preflight.Question{Ask: preflight.StillFits, Cluster: cluster, Nodegroup: s.topology, Value: value})
 	switch {

@@ -49,6 +49,9 @@ type nodegroupScope struct {
 	// helper writes a; nil once it was written for good.
 	helper   *patch.Helper
 	measured *measurement
+	// judged is set when this reconcile's check before the share judged
+	// the nodegroup on the cloud as it is: CloudFits needs no second look.
+	judged bool
 }
 
 // measurement is the nodegroup's rollout and whether its current template

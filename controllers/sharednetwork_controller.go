@@ -67,8 +67,8 @@ type SharedNetworkReconciler struct {
 	// the same path and session key as every other use of it (the Secret's
 	// UID, cloud and region, versioned by its resourceVersion).
 	Clouds   credentials.Clouds
-	Resync    time.Duration
-	Recorder  record.EventRecorder
+	Resync   time.Duration
+	Recorder record.EventRecorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// WatchFilterValue is CAPI's --watch-filter: only SharedNetworks with

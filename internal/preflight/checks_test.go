@@ -82,4 +82,3 @@ func TestAdmissionRefusesAClusterOfAnotherKeystone(t *testing.T) {
 		g.Expect(err.Error()).NotTo(ContainSubstring(fakecloud.DefaultKeystone), "the VM project's Keystone is not shown")
 	})
 }
-
