@@ -120,12 +120,12 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 	s.a.Status.Phase = sharednetv1.PhaseSharing
 	share, err := r.share(ctx, s.cluster, s.sn, project)
 	if err != nil {
-		reason := sharednetv1.ReasonShareFailed
 		var refused *shareRefusedError
 		if errors.As(err, &refused) {
-			reason = refused.reason
+			r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, refused.reason, err.Error())
+		} else {
+			r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonShareFailed, err.Error())
 		}
-		r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, err.Error())
 		return reconcile.Result{RequeueAfter: pollRollout}, true, nil
 	}
 	s.a.Status.Share = share
@@ -173,11 +173,11 @@ func (r *AttachmentReconciler) checkBeforeShare(ctx context.Context, s *nodegrou
 			problems = append(problems, v.Error())
 		}
 		message := "nothing was shared (no port, no rollout): " + strings.Join(problems, "; ") + "; fix it (or remove the variable) and the attach is tried again"
-		reason := sharednetv1.ReasonRuleViolated
 		if d.Refusal.Has(rules.RuleSameCloud) {
-			reason = sharednetv1.ReasonForeignKeystone
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonForeignKeystone, message)
+		} else {
+			r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonRuleViolated, message)
 		}
-		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, reason, message)
 	default:
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonCannotCheck, "not shared yet: "+d.Refusal.Error())
 	}

@@ -222,7 +222,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	return &Manager{
 		Manager: mgr, Server: srv, Sessions: sessions, Credentials: creds,
-		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: table, Cloud: creds},
+		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: table, Cloud: creds, MaxFactAge: preflight.MaxFactAgeFor(resyncOrDefault(opts.Resync))},
 		opts:      opts,
 	}, nil
 }
@@ -302,4 +302,13 @@ func (m *Manager) SetupWorkloadGuardrails() error {
 // recorder is the one event source of the extension.
 func (m *Manager) recorder() record.EventRecorder {
 	return m.GetEventRecorderFor("capo-sharednet")
+}
+
+// resyncOrDefault is the SharedNetwork controller's resync as it runs it:
+// the facts a decision trusts are at most one resync (and a minute) old.
+func resyncOrDefault(resync time.Duration) time.Duration {
+	if resync > 0 {
+		return resync
+	}
+	return controllers.DefaultResync
 }
