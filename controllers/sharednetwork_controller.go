@@ -143,19 +143,8 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	sn.Status.Consumers = consumers
 
-	// Kept while nodegroups use it: their shares can only be released with
-	// its credential and network.
 	if !sn.DeletionTimestamp.IsZero() {
-		if len(consumers) > 0 {
-			r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
-				fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", len(consumers)))
-			return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
-		}
-		forgetSubnetMetrics(sn.Name)
-		if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
-			return reconcile.Result{}, r.Client.Update(ctx, sn)
-		}
-		return reconcile.Result{}, nil
+		return r.finalize(ctx, sn, before)
 	}
 	if controllerutil.AddFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
 		if err := r.Client.Update(ctx, sn); err != nil {
@@ -191,6 +180,21 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		result.RequeueAfter = r.resync()
 	}
 	return result, nil
+}
+
+// finalize lets a SharedNetwork being deleted go once no nodegroup uses
+// it: their shares can only be released with its credential and network.
+func (r *SharedNetworkReconciler) finalize(ctx context.Context, sn *sharednetv1.SharedNetwork, before *sharednetv1.SharedNetworkStatus) (reconcile.Result, error) {
+	if n := len(sn.Status.Consumers); n > 0 {
+		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
+			fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", n))
+		return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
+	}
+	forgetSubnetMetrics(sn.Name)
+	if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
+		return reconcile.Result{}, r.Client.Update(ctx, sn)
+	}
+	return reconcile.Result{}, nil
 }
 
 // fresh says whether the facts in status are still good, and for how long.
