@@ -29,6 +29,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/classpatches"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
@@ -109,12 +110,15 @@ func (c *Checker) desiredInfraCluster(ctx context.Context, cluster *clusterv1.Cl
 		}
 		return nil, fmt.Errorf("reading OpenStackClusterTemplate %s/%s: %w", cc.Namespace, ref.Name, err)
 	}
-	spec, err := desiredInfraCluster(cc, tmpl, cluster)
+	// The class's templates are the tenant's: evaluated with bounds (time,
+	// iterations, output, allocation), on this goroutine.
+	spec, err := classpatches.DesiredInfraCluster(ctx, cc, tmpl, cluster)
 	if err != nil {
-		// Not decidable here; the attachment controller checks the real
-		// OpenStackCluster before it shares.
+		// Not decidable here (a class that cannot be evaluated, or one a
+		// bound stopped); the attachment controller checks the real
+		// OpenStackCluster before it shares, as for an external patch.
 		ctrl.LoggerFrom(ctx).Info("cannot apply the ClusterClass's patches to its OpenStackClusterTemplate; the node subnet is checked before the share", "clusterClass", key, "error", err.Error())
-		return nil, nil
+		return nil, nil //nolint:nilerr // deferred to the check before the share, not refused
 	}
 	return &spec, nil
 }
