@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package consumers
+package consumers_test
 
 import (
 	"context"
@@ -33,13 +33,14 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
-// consumersOfEveryCluster is SubnetConsumers as it was before
-// SharedNetworkIndex: every Cluster listed and decoded. The indexed one must
+// consumersOfEveryCluster is consumers.SubnetConsumers as it was before
+// consumers.SharedNetworkIndex: every Cluster listed and decoded. The indexed one must
 // answer the same.
 func consumersOfEveryCluster(ctx context.Context, reader client.Reader, sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
 	clusters := &clusterv1.ClusterList{}
@@ -61,12 +62,12 @@ func consumersOfEveryCluster(ctx context.Context, reader client.Reader, sn *shar
 			if s, v := rules.OneSubnet(sn.Name, sn.Status.SubnetIDs(), sn.Spec.Subnets, value.Subnet); v != nil || s != subnet {
 				continue
 			}
-			size := SizeOf(cl, other)
+			size := consumers.SizeOf(cl, other)
 			maxSize, v := rules.MaxSize(size.Annotations, size.Replicas)
 			if v != nil {
 				return nil, v
 			}
-			attached, err := AttachedAddresses(ctx, reader, cl, other)
+			attached, err := consumers.AttachedAddresses(ctx, reader, cl, other)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +137,7 @@ func indexWorld(t *testing.T) (client.Client, *sharednetv1.SharedNetwork) {
 			Status: sharednetv1.SharedNetworkAttachmentStatus{Nodes: []sharednetv1.AttachedNode{{Machine: "m-1"}, {Machine: "m-2"}}}},
 	}
 	c := fake.NewClientBuilder().WithScheme(sharednetscheme.New()).WithObjects(objs...).
-		WithIndex(&clusterv1.Cluster{}, SharedNetworkIndex, SharedNetworksOf).Build()
+		WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	return c, vm
 }
 
@@ -144,14 +145,14 @@ func TestSharedNetworksOfNamesEachNetworkOnce(t *testing.T) {
 	g := NewWithT(t)
 	c := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{Workers: clusterv1.WorkersTopology{
 		MachineDeployments: []clusterv1.MachineDeploymentTopology{{Name: "md-a"}, {Name: "md-b"}, {Name: "md-c"}, {Name: "md-d"}}}}}}
-	g.Expect(SharedNetworksOf(c)).To(BeEmpty(), "no value set")
+	g.Expect(consumers.SharedNetworksOf(c)).To(BeEmpty(), "no value set")
 	variables.SetOverride(c, "md-a", []byte(`{"name":"vm"}`))
 	variables.SetOverride(c, "md-b", []byte(`{"name":"other","subnet":"s-9"}`))
 	variables.SetOverride(c, "md-c", []byte(`{"name":"vm","subnet":"s-2"}`))
-	g.Expect(SharedNetworksOf(c)).To(Equal([]string{"other", "vm"}))
+	g.Expect(consumers.SharedNetworksOf(c)).To(Equal([]string{"other", "vm"}))
 	variables.SetOverride(c, "md-d", []byte(`{"name":"vm","extra":true}`))
-	g.Expect(SharedNetworksOf(c)).To(BeEmpty(), "a value that cannot be decoded: nobody's consumer, as before the index")
-	g.Expect(SharedNetworksOf(&sharednetv1.SharedNetwork{})).To(BeEmpty(), "not a Cluster")
+	g.Expect(consumers.SharedNetworksOf(c)).To(BeEmpty(), "a value that cannot be decoded: nobody's consumer, as before the index")
+	g.Expect(consumers.SharedNetworksOf(&sharednetv1.SharedNetwork{})).To(BeEmpty(), "not a Cluster")
 }
 
 func TestIndexedSubnetConsumersAreThoseOfEveryCluster(t *testing.T) {
@@ -189,7 +190,7 @@ func TestIndexedSubnetConsumersAreThoseOfEveryCluster(t *testing.T) {
 	}} {
 		t.Run(tc.subnet+" except "+tc.except, func(t *testing.T) {
 			g := NewWithT(t)
-			got, err := SubnetConsumers(ctx, c, vm, tc.subnet, tc.except)
+			got, err := consumers.SubnetConsumers(ctx, c, vm, tc.subnet, tc.except)
 			g.Expect(err).NotTo(HaveOccurred())
 			before, err := consumersOfEveryCluster(ctx, c, vm, tc.subnet, tc.except)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -202,7 +203,7 @@ func TestIndexedSubnetConsumersAreThoseOfEveryCluster(t *testing.T) {
 func TestSubnetConsumersNeedTheIndex(t *testing.T) {
 	g := NewWithT(t)
 	c := fake.NewClientBuilder().WithScheme(sharednetscheme.New()).Build()
-	_, err := SubnetConsumers(context.Background(), c, &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}}, "s-1", "")
+	_, err := consumers.SubnetConsumers(context.Background(), c, &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}}, "s-1", "")
 	g.Expect(err).To(MatchError(ContainSubstring("listing the Clusters using SharedNetwork vm")), "a reader without the index is an error, never no consumers")
 }
 

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package consumers
+package consumers_test
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakeinformers"
@@ -37,38 +38,19 @@ import (
 
 // tableOver is a table fed, through Watch, with every Cluster and
 // attachment c holds, its informers synced.
-func tableOver(t *testing.T, c client.Client) (*Table, *fakeinformers.Informers) {
+func tableOver(t *testing.T, c client.Client) (*consumers.Table, *fakeinformers.Informers) {
 	t.Helper()
-	ctx := context.Background()
-	table, informers := NewTable(), fakeinformers.New()
-	if err := table.Watch(ctx, informers); err != nil {
+	table, informers, err := fakeinformers.Table(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	clusters := &clusterv1.ClusterList{}
-	attachments := &sharednetv1.SharedNetworkAttachmentList{}
-	if err := c.List(ctx, clusters); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(ctx, attachments); err != nil {
-		t.Fatal(err)
-	}
-	objs := []client.Object{&clusterv1.Cluster{}, &sharednetv1.SharedNetworkAttachment{}}
-	for i := range clusters.Items {
-		objs = append(objs, &clusters.Items[i])
-	}
-	for i := range attachments.Items {
-		objs = append(objs, &attachments.Items[i])
-	}
-	informers.Synced(objs[2:]...)
-	informers.Delivered(objs[0])
-	informers.Delivered(objs[1])
 	return table, informers
 }
 
 // agree checks that the table answers as listing the Clusters does, for
 // each subnet of sn, leaving out no nodegroup and each nodegroup of every
 // Cluster in turn.
-func agree(t *testing.T, g Gomega, c client.Client, table *Table, sn *sharednetv1.SharedNetwork, subnets ...string) {
+func agree(t *testing.T, g Gomega, c client.Client, table *consumers.Table, sn *sharednetv1.SharedNetwork, subnets ...string) {
 	t.Helper()
 	ctx := context.Background()
 	clusters := &clusterv1.ClusterList{}
@@ -81,7 +63,7 @@ func agree(t *testing.T, g Gomega, c client.Client, table *Table, sn *sharednetv
 	}
 	for _, subnet := range subnets {
 		for _, except := range excepts {
-			want, wantErr := SubnetConsumers(ctx, c, sn, subnet, except)
+			want, wantErr := consumers.SubnetConsumers(ctx, c, sn, subnet, except)
 			got, err := table.SubnetConsumers(sn, subnet, except)
 			if wantErr != nil {
 				g.Expect(err).To(Equal(wantErr), "subnet %s except %q: the same refusal as the listing", subnet, except)
@@ -240,20 +222,20 @@ func TestConsumerTableAnswersNothingUntilItsHandlersGotTheFirstList(t *testing.T
 	g := NewWithT(t)
 	vm := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{Subnets: []string{"s-1"}}}
 
-	_, err := NewTable().SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrNotRead), "not watching anything: no answer")
+	_, err := consumers.NewTable().SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).To(MatchError(consumers.ErrNotRead), "not watching anything: no answer")
 
-	table, informers := NewTable(), fakeinformers.New()
+	table, informers := consumers.NewTable(), fakeinformers.New()
 	g.Expect(table.Watch(context.Background(), informers)).To(Succeed())
 	g.Expect(table.Watch(context.Background(), informers)).NotTo(Succeed(), "watched once")
 	informers.Of(&clusterv1.Cluster{}).Synced = true
 	informers.Of(&sharednetv1.SharedNetworkAttachment{}).Synced = true
 	_, err = table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrNotRead), "the informers synced, but the first list not yet handed to the table")
-	g.Expect(table.ReadyzCheck(nil)).To(MatchError(ErrNotRead))
+	g.Expect(err).To(MatchError(consumers.ErrNotRead), "the informers synced, but the first list not yet handed to the table")
+	g.Expect(table.ReadyzCheck(nil)).To(MatchError(consumers.ErrNotRead))
 	informers.Delivered(&clusterv1.Cluster{})
 	_, err = table.SubnetConsumers(vm, "s-1", "")
-	g.Expect(err).To(MatchError(ErrNotRead), "the attachments not read yet: the addresses they hold are unknown")
+	g.Expect(err).To(MatchError(consumers.ErrNotRead), "the attachments not read yet: the addresses they hold are unknown")
 	informers.Delivered(&sharednetv1.SharedNetworkAttachment{})
 	got, err := table.SubnetConsumers(vm, "s-1", "")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -182,28 +182,9 @@ func TestUntilTheTableReadEveryObjectTheCheckerListsTheConsumers(t *testing.T) {
 // c holds.
 func fedTable(t *testing.T, c client.Client) *consumers.Table {
 	t.Helper()
-	ctx := context.Background()
-	table, informers := consumers.NewTable(), fakeinformers.New()
-	if err := table.Watch(ctx, informers); err != nil {
+	table, _, err := fakeinformers.Table(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	clusters := &clusterv1.ClusterList{}
-	attachments := &sharednetv1.SharedNetworkAttachmentList{}
-	if err := c.List(ctx, clusters); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(ctx, attachments); err != nil {
-		t.Fatal(err)
-	}
-	var objs []client.Object
-	for i := range clusters.Items {
-		objs = append(objs, &clusters.Items[i])
-	}
-	for i := range attachments.Items {
-		objs = append(objs, &attachments.Items[i])
-	}
-	informers.Synced(objs...)
-	informers.Delivered(&clusterv1.Cluster{})
-	informers.Delivered(&sharednetv1.SharedNetworkAttachment{})
 	return table
 }
