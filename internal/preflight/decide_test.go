@@ -39,7 +39,9 @@ import (
 // list is not judged, so the same world may be refused by one question
 // and not by another.
 func TestEveryQuestionJudgesTheFactsOfItsRow(t *testing.T) {
-	ungranted := func(w *world) { w.sn.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "no"}} }
+	ungranted := func(w *world) {
+		w.sn.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"vm": "no"}}
+	}
 	smallerMTU := func(w *world) { w.sn.Status.MTU = 1400 }
 	full := func(w *world) { w.sn.Status.Subnets[0].FreeAddresses = ptr.To[int64](1) }
 	overlapping := func(w *world) { w.cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"172.16.0.0/16"} }
