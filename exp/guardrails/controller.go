@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,6 +144,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.markInstalled(ctx, cluster, false)
 	}
 
+	return r.guard(ctx, cluster, wc, attached)
+}
+
+// guard installs the policy compiled with the values read now (the installed
+// ones kept for what could not be read) and reports on each attachment what
+// the policy cannot prevent.
+func (r *Reconciler) guard(ctx context.Context, cluster *clusterv1.Cluster, wc client.Client, attached []*sharednetv1.SharedNetworkAttachment) (reconcile.Result, error) {
 	osc := &infrav1.OpenStackCluster{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, osc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -150,69 +158,121 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if osc.Status.Network == nil || len(osc.Status.Network.Subnets) == 0 {
 		return reconcile.Result{RequeueAfter: pollWorkload}, nil // the cluster network is not there yet
 	}
-	clusterSubnet := osc.Status.Network.Subnets[0]
-	params := r.params(ctx, cluster, clusterSubnet.ID, attached)
+	found := findings{clusterSubnet: osc.Status.Network.Subnets[0]}
+	f := r.params(ctx, cluster, found.clusterSubnet.ID, attached)
+	found.sharedNetworks, found.unread = f.sharedNetworks, f.unread
+	params, ok, err := r.policyParams(ctx, wc, cluster, f)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !ok {
+		return reconcile.Result{RequeueAfter: pollWorkload}, r.reportNotUpdated(ctx, attached, f.unread)
+	}
+	// The record last: it then holds what the policy was compiled with,
+	// which policyParams keeps when a read fails.
 	policy, binding, cm := Objects(params)
-	for _, obj := range []client.Object{cm, policy, binding} {
+	for _, obj := range []client.Object{policy, binding, cm} {
 		if err := wc.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
-			return reconcile.Result{}, fmt.Errorf("installing %T %s in the workload cluster: %w", obj, obj.GetName(), err)
+			return reconcile.Result{}, fmt.Errorf("installing %T %s in the workload cluster of Cluster %s/%s: %w", obj, obj.GetName(), cluster.Namespace, cluster.Name, err)
 		}
 	}
-
 	if err := r.markInstalled(ctx, cluster, true); err != nil {
 		return reconcile.Result{}, err
 	}
 
-	misconfigured, services, err := audit(ctx, wc, params)
+	found.misconfigured, found.services, err = audit(ctx, wc, params)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	clusterCIDR, _ := netip.ParsePrefix(clusterSubnet.CIDR)
 	var errs []error
 	for _, a := range attached {
-		errs = append(errs, r.report(ctx, wc, cluster, a, misconfigured, services, clusterCIDR))
+		errs = append(errs, r.report(ctx, wc, cluster, a, found))
 	}
 	return reconcile.Result{RequeueAfter: pollWorkload}, errors.Join(errs...)
 }
 
-// report writes on one attachment what the guardrails found, through CAPI's
-// patch helper: only status.workload, status.vmIngress and WorkloadGuarded,
-// the fields this controller owns, so the attachment controller's writes
-// in between are kept.
-func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment,
-	misconfigured []sharednetv1.WorkloadObjectIssue, services map[string]bool, clusterCIDR netip.Prefix) error {
+// findings are what one reconcile found, for every attachment's report.
+type findings struct {
+	clusterSubnet infrav1.Subnet
+	misconfigured []sharednetv1.WorkloadObjectIssue
+	// services are the Services and Gateways on shared subnets.
+	services map[string]bool
+	// sharedNetworks are the attachments' SharedNetworks that could be read, by name.
+	sharedNetworks map[string]*sharednetv1.SharedNetwork
+	// unread names each value of the policy that could not be read.
+	unread []string
+}
+
+// report writes on one attachment what the guardrails found.
+func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment, found findings) error {
+	nodes, nodesErr := nodeIssues(ctx, wc, a, found.clusterSubnet)
+	ingress, ingressRead := r.observeVMIngress(ctx, a, found.sharedNetworks)
+	issues := append(append([]sharednetv1.WorkloadObjectIssue{}, found.misconfigured...), nodes...)
+	var unchecked []string
+	if len(found.unread) > 0 {
+		unchecked = append(unchecked, "the policy keeps its previous values for what could not be read: "+strings.Join(found.unread, ", "))
+	}
+	if nodesErr != nil {
+		unchecked = append(unchecked, fmt.Sprintf("its Nodes could not all be read: %v", nodesErr))
+	}
+	changed, err := r.writeStatus(ctx, a, func() {
+		a.Status.Workload = sharednetv1.WorkloadStatus{Policy: sharednetv1.WorkloadPolicyInstalled, Misconfigured: found.misconfigured,
+			UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, found.services), Nodes: nodes}
+		if ingressRead {
+			a.Status.VMIngress = ingress
+		}
+		conditions.Set(a, guardedCondition(issues, unchecked))
+	})
+	if changed {
+		for _, m := range issues {
+			r.Recorder.Eventf(cluster, corev1.EventTypeWarning, sharednetv1.ReasonWorkloadMisconfigured, "%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason)
+		}
+	}
+	return errors.Join(nodesErr, err)
+}
+
+// reportNotUpdated says on each attachment that the policy was neither
+// installed nor updated: values could not be read and none are recorded to keep.
+func (r *Reconciler) reportNotUpdated(ctx context.Context, attached []*sharednetv1.SharedNetworkAttachment, unread []string) error {
+	condition := sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionUnknown, sharednetv1.ReasonWorkloadUnchecked,
+		"the policy is not installed or updated in the workload cluster: "+strings.Join(unread, ", ")+
+			" could not be read, and the workload cluster holds no record of previous values to keep (ConfigMap kube-system/capo-sharednet-guardrails); retrying")
+	var errs []error
+	for _, a := range attached {
+		_, err := r.writeStatus(ctx, a, func() { conditions.Set(a, condition) })
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// writeStatus applies change to a and, when it changed anything, writes it
+// through CAPI's patch helper: only status.workload, status.vmIngress and
+// WorkloadGuarded, the fields this controller owns, so the attachment
+// controller's writes in between are kept.
+func (r *Reconciler) writeStatus(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, change func()) (changed bool, err error) {
 	helper, err := patch.NewHelper(a, r.Client)
 	if err != nil {
-		return err
+		return false, err
 	}
 	before := a.Status.DeepCopy()
-	a.Status.Workload = sharednetv1.WorkloadStatus{Policy: sharednetv1.WorkloadPolicyInstalled, Misconfigured: misconfigured,
-		UnaccountedLoadBalancers: unaccounted(a.Status.LoadBalancers, services)}
-	nodes, nodesErr := nodeIssues(ctx, wc, a, clusterCIDR)
-	a.Status.Workload.Nodes = nodes
-	r.vmIngress(ctx, a)
-	issues := append(append([]sharednetv1.WorkloadObjectIssue{}, misconfigured...), nodes...)
-	conditions.Set(a, guardedCondition(issues, nodesErr))
+	change()
 	if equality.Semantic.DeepEqual(before, &a.Status) {
-		return nodesErr
-	}
-	for _, m := range issues {
-		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, sharednetv1.ReasonWorkloadMisconfigured, "%s %s/%s: %s", m.Kind, m.Namespace, m.Name, m.Reason)
+		return false, nil
 	}
 	if err := helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: []string{sharednetv1.WorkloadGuardedCondition}}); err != nil {
-		return errors.Join(nodesErr, fmt.Errorf("writing the guardrails' findings on SharedNetworkAttachment %s: %w", a.Name, err))
+		return true, fmt.Errorf("writing the guardrails' findings on SharedNetworkAttachment %s/%s: %w", a.Namespace, a.Name, err)
 	}
-	return nodesErr
+	return true, nil
 }
 
 // guardedCondition is WorkloadGuarded: True when nothing in the workload
 // cluster breaks the policy's rules, else False naming each object; Unknown
-// when nothing was found but not every Node could be read (never a True
-// that was not checked).
-func guardedCondition(issues []sharednetv1.WorkloadObjectIssue, nodesErr error) metav1.Condition {
-	if len(issues) == 0 && nodesErr != nil {
+// when nothing was found but not everything could be checked (unchecked says
+// what: never a True that was not checked).
+func guardedCondition(issues []sharednetv1.WorkloadObjectIssue, unchecked []string) metav1.Condition {
+	if len(issues) == 0 && len(unchecked) > 0 {
 		return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionUnknown, sharednetv1.ReasonWorkloadUnchecked,
-			fmt.Sprintf("the policy is installed in the workload cluster, but its Nodes could not all be read: %v", nodesErr))
+			"the policy is installed in the workload cluster, but not everything could be checked: "+strings.Join(unchecked, "; "))
 	}
 	if len(issues) == 0 {
 		return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionTrue, sharednetv1.ReasonGuarded,
@@ -222,32 +282,99 @@ func guardedCondition(issues []sharednetv1.WorkloadObjectIssue, nodesErr error) 
 	for _, m := range issues {
 		lines = append(lines, fmt.Sprintf("%s %s: %s", m.Kind, strings.TrimPrefix(m.Namespace+"/"+m.Name, "/"), m.Reason))
 	}
+	lines = append(lines, unchecked...)
 	return sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionFalse, sharednetv1.ReasonWorkloadMisconfigured, strings.Join(lines, "; "))
+}
+
+// facts are the policy's values as read now. unread names each read that
+// failed; networksUnread and portsUnread say which part it left short.
+type facts struct {
+	params         Params
+	sharedNetworks map[string]*sharednetv1.SharedNetwork
+	unread         []string
+	networksUnread bool
+	portsUnread    bool
+}
+
+// failed records a read that failed; a network not read leaves its ports unread too.
+func (f *facts) failed(network bool, what string) {
+	f.unread = append(f.unread, what)
+	f.networksUnread = f.networksUnread || network
+	f.portsUnread = true
 }
 
 // params are the shared subnets and networks of the cluster's attachments
 // and the cluster project's ports on those networks (a Service may name one
 // as its VIP port). Ports made since the last poll are caught by the audit.
-func (r *Reconciler) params(ctx context.Context, cluster *clusterv1.Cluster, clusterSubnet string, attached []*sharednetv1.SharedNetworkAttachment) Params {
-	params := Params{ClusterSubnet: clusterSubnet}
-	var cloud openstack.ClusterCloud
-	if c, _, err := r.Credentials.ForCluster(ctx, cluster); err == nil {
-		cloud = c
+func (r *Reconciler) params(ctx context.Context, cluster *clusterv1.Cluster, clusterSubnet string, attached []*sharednetv1.SharedNetworkAttachment) facts {
+	f := facts{params: Params{ClusterSubnet: clusterSubnet}, sharedNetworks: map[string]*sharednetv1.SharedNetwork{}}
+	var ports openstack.ProjectPorts
+	if cloud, _, err := r.Credentials.ForCluster(ctx, cluster); err != nil {
+		f.failed(false, fmt.Sprintf("the cluster project's ports on the shared networks (the cluster's OpenStack project cannot be opened: %v)", err))
+	} else {
+		ports = cloud
 	}
+	seen := map[string]bool{}
 	for _, a := range attached {
-		params.SharedSubnets = append(params.SharedSubnets, a.Spec.Subnet)
-		sn := &sharednetv1.SharedNetwork{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+		f.params.SharedSubnets = append(f.params.SharedSubnets, a.Spec.Subnet)
+		if seen[a.Spec.SharedNetwork] {
 			continue
 		}
-		params.SharedNetworks = append(params.SharedNetworks, sn.Spec.NetworkID)
-		if cloud != nil {
-			if ids, err := cloud.PortIDsOnNetwork(ctx, sn.Spec.NetworkID); err == nil {
-				params.SharedPorts = append(params.SharedPorts, ids...)
-			}
+		seen[a.Spec.SharedNetwork] = true
+		sn := &sharednetv1.SharedNetwork{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+			f.failed(true, fmt.Sprintf("SharedNetwork %s, so its network and the cluster project's ports on it (%v)", a.Spec.SharedNetwork, err))
+			continue
 		}
+		f.sharedNetworks[sn.Name] = sn
+		f.params.SharedNetworks = append(f.params.SharedNetworks, sn.Spec.NetworkID)
+		if ports == nil {
+			continue
+		}
+		ids, err := ports.PortIDsOnNetwork(ctx, sn.Spec.NetworkID)
+		if err != nil {
+			f.failed(false, fmt.Sprintf("the cluster project's ports on network %s of SharedNetwork %s (%v)", sn.Spec.NetworkID, sn.Name, err))
+			continue
+		}
+		f.params.SharedPorts = append(f.params.SharedPorts, ids...)
 	}
-	return params
+	return f
+}
+
+// policyParams are the values to compile: those read now, and for each part
+// that could not be read also the installed ones (a union: the record does
+// not say which port is on which network, and a value kept a little too long
+// only makes the policy stricter), so a failed read never yields a policy
+// with fewer values. ok is false when a read failed and nothing is recorded
+// to keep (the first install): a policy from partial facts would judge too
+// little, so none is applied.
+//
+// The installed values come from the record in the workload cluster, not
+// from memory: it survives a restart or a new leader of the manager, and it
+// is written after the policy, with what the policy was compiled with.
+func (r *Reconciler) policyParams(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, f facts) (params Params, ok bool, err error) {
+	if len(f.unread) == 0 {
+		return f.params, true, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("cannot read every value of the guardrails' policy; the installed values are kept for them",
+		"cluster", klog.KObj(cluster), "unread", f.unread)
+	cm := &corev1.ConfigMap{}
+	if err := wc.Get(ctx, client.ObjectKey{Namespace: ParamsNamespace, Name: ParamsName}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Params{}, false, nil
+		}
+		return Params{}, false, fmt.Errorf("reading ConfigMap %s/%s, the record of the guardrails' values, in the workload cluster of Cluster %s/%s: %w",
+			ParamsNamespace, ParamsName, cluster.Namespace, cluster.Name, err)
+	}
+	installed := ParamsOf(cm)
+	params = f.params
+	if f.networksUnread {
+		params.SharedNetworks = append(params.SharedNetworks, installed.SharedNetworks...)
+	}
+	if f.portsUnread {
+		params.SharedPorts = append(params.SharedPorts, installed.SharedPorts...)
+	}
+	return params, true, nil
 }
 
 // audit lists the Services and Gateways that break the policy's rules
@@ -279,7 +406,11 @@ func audit(ctx context.Context, wc client.Client, p Params) ([]sharednetv1.Workl
 		return nil, nil, fmt.Errorf("listing Gateways of the workload cluster: %w", err)
 	}
 	for _, gw := range gateways.Items {
-		annotations, _, _ := unstructured.NestedStringMap(gw.Object, "spec", "infrastructure", "annotations")
+		annotations, _, err := unstructured.NestedStringMap(gw.Object, "spec", "infrastructure", "annotations")
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("cannot read a Gateway's spec.infrastructure.annotations; it is left out of the audit", "gateway", klog.KObj(&gw), "error", err.Error())
+			continue
+		}
 		check("Gateway", gw.GetNamespace(), gw.GetName(), annotations)
 	}
 	sort.Slice(issues, func(i, j int) bool { return issues[i].Namespace+issues[i].Name < issues[j].Namespace+issues[j].Name })
@@ -313,7 +444,11 @@ func unaccounted(lbs []sharednetv1.LoadBalancer, onShared map[string]bool) []str
 // nodeIssues checks every Node of an attached nodegroup: InternalIP on the
 // cluster network and the shared-subnet address present (the CCM may pick
 // the shared address as InternalIP when a node has two NICs).
-func nodeIssues(ctx context.Context, wc client.Client, a *sharednetv1.SharedNetworkAttachment, clusterCIDR netip.Prefix) ([]sharednetv1.WorkloadObjectIssue, error) {
+func nodeIssues(ctx context.Context, wc client.Client, a *sharednetv1.SharedNetworkAttachment, clusterSubnet infrav1.Subnet) ([]sharednetv1.WorkloadObjectIssue, error) {
+	clusterCIDR, err := netip.ParsePrefix(clusterSubnet.CIDR)
+	if err != nil {
+		return nil, fmt.Errorf("no Node's InternalIP can be checked: the cluster subnet %s has CIDR %q in the OpenStackCluster's status, which does not parse: %w", clusterSubnet.ID, clusterSubnet.CIDR, err)
+	}
 	var out []sharednetv1.WorkloadObjectIssue
 	for _, n := range a.Status.Nodes {
 		if n.Node == "" {
@@ -356,26 +491,44 @@ func NodeAddressViolation(addresses []corev1.NodeAddress, clusterCIDR netip.Pref
 	return ""
 }
 
+// observeVMIngress audits the VM project of the attachment's SharedNetwork
+// (sharedNetworks, read by params). read is false, and the last answer is
+// kept, when it cannot be asked; why is logged with the attachment.
+func (r *Reconciler) observeVMIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sharedNetworks map[string]*sharednetv1.SharedNetwork) (status sharednetv1.VMIngressStatus, read bool) {
+	sn, ok := sharedNetworks[a.Spec.SharedNetwork]
+	if !ok {
+		return status, false // not read: WorkloadGuarded says so
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("attachment", klog.KObj(a), "sharedNetwork", sn.Name)
+	subnet, ok := sn.Status.Subnet(a.Spec.Subnet)
+	if !ok {
+		log.Info("cannot audit the VM project's security groups yet: the SharedNetwork's status has no facts of the subnet; keeping the last answer", "subnet", a.Spec.Subnet)
+		return status, false
+	}
+	groups, err := r.Credentials.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		log.Info("cannot open the VM project to audit its security groups; keeping the last answer", "error", err.Error())
+		return status, false
+	}
+	status, err = vmIngress(ctx, groups, subnet)
+	if err != nil {
+		log.Info("cannot audit the VM project's security groups; keeping the last answer", "error", err.Error())
+		return status, false
+	}
+	return status, true
+}
+
 // vmIngress reports whether the VM project's security groups admit the
 // shared subnet (the seed: allow the shared subnet's range in the security
 // groups of the VMs the cluster should reach).
-func (r *Reconciler) vmIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachment) {
-	sn := &sharednetv1.SharedNetwork{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
-		return
-	}
-	facts, ok := sn.Status.Subnet(a.Spec.Subnet)
-	cidr, err := netip.ParsePrefix(facts.CIDR)
-	if !ok || err != nil {
-		return
-	}
-	session, err := r.Credentials.ForSharedNetwork(ctx, sn)
+func vmIngress(ctx context.Context, groups openstack.SecurityGroups, subnet sharednetv1.SubnetStatus) (sharednetv1.VMIngressStatus, error) {
+	cidr, err := netip.ParsePrefix(subnet.CIDR)
 	if err != nil {
-		return
+		return sharednetv1.VMIngressStatus{}, fmt.Errorf("subnet %s has CIDR %q in the SharedNetwork's status, which does not parse: %w", subnet.ID, subnet.CIDR, err)
 	}
-	rules, err := session.IngressFrom(ctx, cidr)
+	rules, err := groups.IngressFrom(ctx, cidr)
 	if err != nil {
-		return // keep the last answer
+		return sharednetv1.VMIngressStatus{}, err
 	}
 	status := sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused}
 	if len(rules) > 0 {
@@ -385,9 +538,9 @@ func (r *Reconciler) vmIngress(ctx context.Context, a *sharednetv1.SharedNetwork
 		status.Rules = append(status.Rules, rule.SecurityGroupID+"/"+rule.ID)
 	}
 	if status.Admission != sharednetv1.VMIngressAdmitted {
-		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", facts.IPVersion, cidr)
+		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", subnet.IPVersion, cidr)
 	}
-	a.Status.VMIngress = status
+	return status, nil
 }
 
 // markInstalled records on the Cluster that its workload cluster holds the

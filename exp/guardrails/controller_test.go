@@ -18,6 +18,7 @@ package guardrails
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -61,6 +62,9 @@ type world struct {
 	notConnected bool
 	recorder     *record.FakeRecorder
 	r            *Reconciler
+	// cloud is the fake OpenStack behind the reconciler's clouds.
+	cloud  *fakecloud.Cloud
+	clouds *fakecloud.Clouds
 }
 
 func newWorld(t *testing.T, attached bool, workload ...client.Object) *world {
@@ -84,12 +88,12 @@ func newWorld(t *testing.T, attached bool, workload ...client.Object) *world {
 	w.mgmt = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(cluster, osc, sn, a).
 		WithStatusSubresource(&sharednetv1.SharedNetworkAttachment{}).Build()
 	w.workload = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(workload...).Build()
-	cloud := fakecloud.New()
-	w.r = &Reconciler{Client: w.mgmt, Recorder: w.recorder,
-		Credentials: &fakecloud.Clouds{
-			Clusters:       map[string]*fakecloud.Project{"team-a/demo": {Cloud: cloud, ID: "cluster-project"}},
-			SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}},
-		},
+	w.cloud = fakecloud.New()
+	w.clouds = &fakecloud.Clouds{
+		Clusters:       map[string]*fakecloud.Project{"team-a/demo": {Cloud: w.cloud, ID: "cluster-project"}},
+		SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: w.cloud, ID: "vm-project"}},
+	}
+	w.r = &Reconciler{Client: w.mgmt, Recorder: w.recorder, Credentials: w.clouds,
 		WorkloadClient: func(context.Context, client.ObjectKey) (client.Client, error) {
 			w.connects++
 			if w.notConnected {
@@ -134,6 +138,27 @@ func (w *world) installedAnnotation() bool {
 		w.t.Fatal(err)
 	}
 	return c.Annotations[installedAnnotation] != ""
+}
+
+// policyValues are the policy's compiled lists and the record's values, as
+// "variable=expression" and "key=value".
+func (w *world) policyValues() []string {
+	w.t.Helper()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := w.workload.Get(context.Background(), client.ObjectKey{Name: PolicyName}, policy); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, v := range policy.Spec.Variables {
+		if v.Name == "sharedNetworks" || v.Name == "sharedPorts" {
+			out = append(out, v.Name+"="+v.Expression)
+		}
+	}
+	record := &corev1.ConfigMap{}
+	if err := w.workload.Get(context.Background(), client.ObjectKey{Namespace: ParamsNamespace, Name: ParamsName}, record); err != nil {
+		w.t.Fatal(err)
+	}
+	return append(out, "sharedNetworks="+record.Data["sharedNetworks"], "sharedPorts="+record.Data["sharedPorts"])
 }
 
 func loadBalancerService(name string, annotations map[string]string) *corev1.Service {
@@ -274,4 +299,89 @@ func TestWorkloadGuardedIsNeverTrueUnchecked(t *testing.T) {
 	g.Expect(guarded).NotTo(BeNil())
 	g.Expect(guarded.Status).To(Equal(metav1.ConditionUnknown))
 	g.Expect(guarded.Reason).To(Equal(sharednetv1.ReasonWorkloadUnchecked))
+}
+
+// readFaults are the reads of the policy's values that can fail, each with
+// the words WorkloadGuarded then names it with.
+var readFaults = []struct {
+	name   string
+	inject func(w *world)
+	words  string
+}{
+	{name: "Neutron fails to list the cluster project's ports", words: "the cluster project's ports on network vm-net of SharedNetwork vm",
+		inject: func(w *world) {
+			w.cloud.Fail = func(method string) error {
+				if method == "PortIDsOnNetwork" {
+					return errors.New("listing the project's ports on network vm-net: Neutron answered 503 Service Unavailable")
+				}
+				return nil
+			}
+		}},
+	{name: "the cluster's cloud cannot be opened", words: "the cluster's OpenStack project cannot be opened",
+		inject: func(w *world) { w.clouds.ClusterErr = errors.New("Keystone answered 503") }},
+	{name: "the SharedNetwork cannot be read", words: "SharedNetwork vm, so its network",
+		inject: func(w *world) {
+			w.r.Client = interceptor.NewClient(w.mgmt.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*sharednetv1.SharedNetwork); ok {
+						return apierrors.NewServiceUnavailable("the management API server is restarting")
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+		}},
+}
+
+// TestAFailedReadKeepsThePolicysPreviousValues: once the policy holds the
+// shared network and the cluster project's port on it, a read that fails
+// (Neutron, the cluster's cloud, the SharedNetwork) never takes them out of
+// the policy (a Service naming that port would no longer be judged), and
+// WorkloadGuarded says what could not be read.
+func TestAFailedReadKeepsThePolicysPreviousValues(t *testing.T) {
+	for _, tt := range readFaults {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+			w.cloud.AddPort("cluster-project", "vm-net")
+			w.reconcile()
+			good := []string{"sharedNetworks=['vm-net']", "sharedPorts=['port-cluster-project-0']", "sharedNetworks=vm-net", "sharedPorts=port-cluster-project-0"}
+			g.Expect(w.policyValues()).To(Equal(good))
+			g.Expect(conditions.Get(w.attachment(), sharednetv1.WorkloadGuardedCondition).Status).To(Equal(metav1.ConditionTrue))
+
+			tt.inject(w)
+			g.Expect(w.reconcile().RequeueAfter).To(Equal(pollWorkload))
+			g.Expect(w.policyValues()).To(Equal(good), "the policy and its record keep the values of the last good read")
+			guarded := conditions.Get(w.attachment(), sharednetv1.WorkloadGuardedCondition)
+			g.Expect(guarded.Status).To(Equal(metav1.ConditionUnknown), "never True while a value could not be read")
+			g.Expect(guarded.Reason).To(Equal(sharednetv1.ReasonWorkloadUnchecked))
+			g.Expect(guarded.Message).To(And(ContainSubstring("keeps its previous values"), ContainSubstring(tt.words)))
+		})
+	}
+}
+
+// TestAFailedReadOnTheFirstInstallInstallsNothing: with no values installed
+// to keep, a policy from partial facts would judge too little: nothing is
+// installed, WorkloadGuarded says why, and the reconcile is tried again.
+func TestAFailedReadOnTheFirstInstallInstallsNothing(t *testing.T) {
+	for _, tt := range readFaults {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+			w.cloud.AddPort("cluster-project", "vm-net")
+			tt.inject(w)
+			g.Expect(w.reconcile().RequeueAfter).To(Equal(pollWorkload), "tried again")
+			g.Expect(w.policyInstalled()).To(BeFalse())
+			err := w.workload.Get(context.Background(), client.ObjectKey{Namespace: ParamsNamespace, Name: ParamsName}, &corev1.ConfigMap{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no record either, got %v", err)
+			g.Expect(w.installedAnnotation()).To(BeFalse())
+			guarded := conditions.Get(w.attachment(), sharednetv1.WorkloadGuardedCondition)
+			g.Expect(guarded).NotTo(BeNil())
+			g.Expect(guarded.Status).To(Equal(metav1.ConditionUnknown))
+			g.Expect(guarded.Message).To(And(ContainSubstring("not installed or updated"), ContainSubstring(tt.words), ContainSubstring(ParamsNamespace+"/"+ParamsName)))
+
+			w.cloud.Fail, w.clouds.ClusterErr, w.r.Client = nil, nil, w.mgmt
+			w.reconcile()
+			g.Expect(w.policyValues()).To(ContainElement("sharedPorts=['port-cluster-project-0']"), "installed once every value is read")
+		})
+	}
 }

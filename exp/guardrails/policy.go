@@ -204,6 +204,22 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 	return policy, binding, params
 }
 
+// ParamsOf reads the values a policy was compiled with back from its record,
+// the ConfigMap Objects returns with it.
+func ParamsOf(record *corev1.ConfigMap) Params {
+	split := func(key string) []string {
+		var out []string
+		for _, v := range strings.Split(record.Data[key], ",") {
+			if v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	return Params{SharedSubnets: split(sharedSubnetsKey), SharedNetworks: split(sharedNetworksKey),
+		SharedPorts: split(sharedPortsKey), ClusterSubnet: record.Data[clusterSubnetKey]}
+}
+
 // annotationsOf is a Service's metadata.annotations, or a Gateway's
 // spec.infrastructure.annotations (what Envoy Gateway puts on its Service).
 func annotationsOf(obj string) string {

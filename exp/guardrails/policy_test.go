@@ -16,7 +16,10 @@ limitations under the License.
 
 package guardrails
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestParamsOnShared(t *testing.T) {
 	p := Params{SharedSubnets: []string{"s1"}, SharedNetworks: []string{"n1"}, SharedPorts: []string{"p1"}, ClusterSubnet: "c"}
@@ -58,5 +61,21 @@ func TestObjectsCompileTheValuesIntoThePolicy(t *testing.T) {
 	_, _, empty := Objects(Params{})
 	if p, _, _ := Objects(Params{}); len(empty.Data) == 0 || p.Spec.Variables[2].Expression != "[]" {
 		t.Errorf("no shared subnet: an empty list, got %q", p.Spec.Variables[2].Expression)
+	}
+}
+
+// TestParamsOfReadsBackTheRecord: what a failed read keeps is what the
+// record says the policy was compiled with.
+func TestParamsOfReadsBackTheRecord(t *testing.T) {
+	p := Params{SharedSubnets: []string{"s1", "s2"}, SharedNetworks: []string{"n1"}, SharedPorts: []string{"p1", "p2"}, ClusterSubnet: "c"}
+	_, _, record := Objects(p)
+	got := ParamsOf(record)
+	if !slices.Equal(got.SharedSubnets, p.SharedSubnets) || !slices.Equal(got.SharedNetworks, p.SharedNetworks) ||
+		!slices.Equal(got.SharedPorts, p.SharedPorts) || got.ClusterSubnet != p.ClusterSubnet {
+		t.Errorf("ParamsOf(Objects(%+v)) = %+v", p, got)
+	}
+	_, _, record = Objects(Params{})
+	if got := ParamsOf(record); got.SharedPorts != nil || got.SharedNetworks != nil {
+		t.Errorf("an empty record reads back values: %+v", got)
 	}
 }

@@ -19,6 +19,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,8 +104,8 @@ func (h *Handlers) BeforeClusterDelete(ctx context.Context, req *runtimehooksv1.
 	h.leftBehind(ctx, cluster, attachments.Items, left, err)
 }
 
-// removeLoadBalancers asks Octavia to delete this cluster's load balancers
-// on the attachments' subnets; pending are those not gone yet, left their IDs.
+// removeLoadBalancers asks Octavia, with the cluster's credential, to
+// delete this cluster's load balancers on the attachments' subnets.
 func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, attachments []sharednetv1.SharedNetworkAttachment) (pending, left []string, err error) {
 	// Inside the hook's own 30 s: a slow cloud is a retry, not a failed call.
 	ctx, cancel := context.WithTimeout(ctx, cloudTimeout)
@@ -113,14 +114,21 @@ func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.C
 	if err != nil {
 		return nil, nil, fmt.Errorf("its OpenStack project cannot be reached: %w", err)
 	}
-	me := ccm.ClusterName(cluster.Namespace, cluster.Name)
-	seen := map[string]bool{}
+	var subnets []string
 	for _, a := range attachments {
-		if seen[a.Spec.Subnet] {
-			continue
+		if !slices.Contains(subnets, a.Spec.Subnet) {
+			subnets = append(subnets, a.Spec.Subnet)
 		}
-		seen[a.Spec.Subnet] = true
-		lbs, err := cloud.OnSubnet(ctx, a.Spec.Subnet)
+	}
+	return deleteOwnLoadBalancers(ctx, cloud, ccm.ClusterName(cluster.Namespace, cluster.Name), subnets)
+}
+
+// deleteOwnLoadBalancers deletes, cascade, the load balancers on subnets
+// that the CCM made for the cluster named me; pending are those not gone
+// yet, left their IDs. Other clusters' and nobody's are never deleted.
+func deleteOwnLoadBalancers(ctx context.Context, octavia openstack.LoadBalancers, me string, subnets []string) (pending, left []string, err error) {
+	for _, subnet := range subnets {
+		lbs, err := octavia.OnSubnet(ctx, subnet)
 		if err != nil {
 			return pending, left, err
 		}
@@ -133,7 +141,7 @@ func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.C
 			if lb.Status == "PENDING_DELETE" {
 				continue
 			}
-			if err := cloud.DeleteCascade(ctx, lb.ID); err != nil && !openstack.IsBusy(err) {
+			if err := octavia.DeleteCascade(ctx, lb.ID); err != nil && !openstack.IsBusy(err) {
 				return pending, left, err
 			}
 		}

@@ -32,8 +32,6 @@ type LoadBalancers interface {
 	OnSubnet(ctx context.Context, subnetID string) ([]LoadBalancer, error)
 	// DeleteCascade asks Octavia to delete the LB with its listeners and pools.
 	DeleteCascade(ctx context.Context, id string) error
-	// Gone says whether the LB no longer exists.
-	Gone(ctx context.Context, id string) (bool, error)
 }
 
 // LoadBalancer is one Octavia load balancer. Whose it is comes from its name
@@ -88,25 +86,6 @@ func (s *Session) DeleteCascade(ctx context.Context, id string) error {
 		return &BusyError{ID: id}
 	}
 	return s.wrap(err, "deleting load balancer %s (cascade)", id)
-}
-
-// Gone implements LoadBalancers.
-func (s *Session) Gone(ctx context.Context, id string) (bool, error) {
-	if s.lb == nil {
-		return false, errNoLoadBalancer
-	}
-	var lb *loadbalancers.LoadBalancer
-	err := s.retry.do(ctx, func(ctx context.Context) (err error) {
-		lb, err = loadbalancers.Get(ctx, s.lb, id).Extract()
-		return err
-	})
-	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		return true, nil
-	}
-	if err != nil {
-		return false, s.wrap(err, "reading load balancer %s", id)
-	}
-	return lb.ProvisioningStatus == "DELETED", nil
 }
 
 // BusyError is Octavia refusing a change because the load balancer is in a

@@ -31,11 +31,8 @@ import (
 // NetworkFacts reads what the rules need to know about a network.
 type NetworkFacts interface {
 	Network(ctx context.Context, networkID string) (Network, error)
-	Subnet(ctx context.Context, subnetID string) (Subnet, error)
 	// Subnets are all subnets of the network, in one request.
 	Subnets(ctx context.Context, networkID string) ([]Subnet, error)
-	// AddressesOnSubnet are the fixed IPs every port holds on the subnet.
-	AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error)
 	// AddressesOnNetwork are the fixed IPs of every port on the network, by
 	// subnet ID, in one request.
 	AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error)
@@ -104,19 +101,6 @@ func (s *Session) Network(ctx context.Context, networkID string) (Network, error
 	return Network{ID: n.ID, Name: n.Name, ProjectID: n.ProjectID, MTU: n.MTU, SubnetIDs: n.Subnets}, nil
 }
 
-// Subnet implements NetworkFacts.
-func (s *Session) Subnet(ctx context.Context, subnetID string) (Subnet, error) {
-	var sn *subnets.Subnet
-	err := s.retry.do(ctx, func(ctx context.Context) (err error) {
-		sn, err = subnets.Get(ctx, s.network, subnetID).Extract()
-		return err
-	})
-	if err != nil {
-		return Subnet{}, s.wrap(err, "reading subnet %s", subnetID)
-	}
-	return subnetFacts(sn)
-}
-
 // Subnets implements NetworkFacts.
 func (s *Session) Subnets(ctx context.Context, networkID string) ([]Subnet, error) {
 	var all []subnets.Subnet
@@ -157,12 +141,6 @@ func subnetFacts(sn *subnets.Subnet) (Subnet, error) {
 		out.AllocationPools = append(out.AllocationPools, Pool{Start: start, End: end})
 	}
 	return out, nil
-}
-
-// AddressesOnSubnet implements NetworkFacts.
-func (s *Session) AddressesOnSubnet(ctx context.Context, subnetID string) ([]netip.Addr, error) {
-	bySubnet, err := s.addresses(ctx, ports.ListOpts{FixedIPs: []ports.FixedIPOpts{{SubnetID: subnetID}}}, "subnet "+subnetID)
-	return bySubnet[subnetID], err
 }
 
 // AddressesOnNetwork implements NetworkFacts.

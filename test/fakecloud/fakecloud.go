@@ -268,23 +268,6 @@ func (p *Project) visible(n *network) bool {
 	return false
 }
 
-// Subnet implements openstack.NetworkFacts.
-func (p *Project) Subnet(ctx context.Context, id string) (openstack.Subnet, error) {
-	unlock, err := p.Cloud.enter("Subnet")
-	if err != nil {
-		return openstack.Subnet{}, err
-	}
-	defer unlock()
-	for _, n := range p.Cloud.networks {
-		for _, s := range n.subnets {
-			if s.ID == id && p.visible(n) {
-				return s, nil
-			}
-		}
-	}
-	return openstack.Subnet{}, &openstack.NotFoundError{What: "subnet " + id}
-}
-
 // Subnets implements openstack.NetworkFacts.
 func (p *Project) Subnets(_ context.Context, networkID string) ([]openstack.Subnet, error) {
 	unlock, err := p.Cloud.enter("Subnets")
@@ -296,11 +279,6 @@ func (p *Project) Subnets(_ context.Context, networkID string) ([]openstack.Subn
 		return append([]openstack.Subnet(nil), n.subnets...), nil
 	}
 	return nil, nil
-}
-
-// AddressesOnSubnet implements openstack.NetworkFacts (the fake holds no addresses).
-func (p *Project) AddressesOnSubnet(context.Context, string) ([]netip.Addr, error) {
-	return nil, p.Cloud.call("AddressesOnSubnet")
 }
 
 // AddressesOnNetwork implements openstack.NetworkFacts (the fake holds no addresses).
@@ -336,7 +314,7 @@ func (p *Project) OnSubnet(_ context.Context, subnetID string) ([]openstack.Load
 }
 
 // DeleteCascade implements openstack.LoadBalancers: the LB goes to
-// PENDING_DELETE and is gone at the next Gone or OnSubnet after Settle.
+// PENDING_DELETE and is gone from OnSubnet after Settle.
 func (p *Project) DeleteCascade(_ context.Context, id string) error {
 	unlock, err := p.Cloud.enter("DeleteCascade")
 	if err != nil {
@@ -363,17 +341,6 @@ func (c *Cloud) Settle() {
 			delete(c.lbs, id)
 		}
 	}
-}
-
-// Gone implements openstack.LoadBalancers.
-func (p *Project) Gone(_ context.Context, id string) (bool, error) {
-	unlock, err := p.Cloud.enter("Gone")
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	_, ok := p.Cloud.lbs[id]
-	return !ok, nil
 }
 
 // Share implements openstack.Sharer.

@@ -306,15 +306,15 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
 		g.Expect(resp.Message).To(ContainSubstring("not being deleted"))
 		lbs := testbed.Session(t, testbed.ClusterProject, openstack.Options{})
-		g.Expect(lbs.Gone(ctx, lb.ID)).To(BeFalse(), "a forged call deleted nothing")
+		g.Expect(testbed.LoadBalancerGone(ctx, cluster.LoadBalancer, lb.ID)).To(BeFalse(), "a forged call deleted nothing")
 
 		// The cluster owner deletes the Service (the CCM would delete its
 		// load balancer); the other cluster's stays.
 		g.Eventually(func() error { return lbs.DeleteCascade(ctx, lb.ID) }, time.Minute, time.Second).Should(Succeed())
 		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, lbs, []string{lb.ID}, time.Second)).To(Succeed())
-		g.Expect(lbs.Gone(ctx, otherLB.ID)).To(BeFalse())
+		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, cluster.LoadBalancer, []string{lb.ID}, time.Second)).To(Succeed())
+		g.Expect(testbed.LoadBalancerGone(ctx, cluster.LoadBalancer, otherLB.ID)).To(BeFalse())
 	})
 
 	t.Run("detach: md-a rolls once more and the share is removed from Neutron, also across a crash", func(t *testing.T) {
@@ -336,7 +336,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		g.Eventually(func() error { return lbs.DeleteCascade(ctx, otherLB.ID) }, time.Minute, time.Second).Should(Succeed())
 		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, lbs, []string{otherLB.ID}, time.Second)).To(Succeed())
+		g.Expect(testbed.WaitLoadBalancersGone(waitCtx, cluster.LoadBalancer, []string{otherLB.ID}, time.Second)).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			now := observe(ctx, g, c)
 			g.Expect(now.Nodegroups["md-a"].MachineSets).To(HaveLen(3))

@@ -22,10 +22,14 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
@@ -99,12 +103,26 @@ func sanitize(s string) string {
 	return string(out)
 }
 
+// LoadBalancerGone says whether a load balancer no longer exists (404 or
+// DELETED), asked with a test's own Octavia client: only tests wait for
+// Octavia's asynchronous deletion, so the product's LoadBalancers does not.
+func LoadBalancerGone(ctx context.Context, octavia *gophercloud.ServiceClient, id string) (bool, error) {
+	lb, err := loadbalancers.Get(ctx, octavia, id).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading load balancer %s: %w", id, err)
+	}
+	return lb.ProvisioningStatus == "DELETED", nil
+}
+
 // WaitLoadBalancersGone polls until every load balancer of ids is gone or
 // ctx ends (Octavia deletes asynchronously).
-func WaitLoadBalancersGone(ctx context.Context, lbs openstack.LoadBalancers, ids []string, every time.Duration) error {
+func WaitLoadBalancersGone(ctx context.Context, octavia *gophercloud.ServiceClient, ids []string, every time.Duration) error {
 	for _, id := range ids {
 		for {
-			gone, err := lbs.Gone(ctx, id)
+			gone, err := LoadBalancerGone(ctx, octavia, id)
 			if err != nil {
 				return err
 			}
