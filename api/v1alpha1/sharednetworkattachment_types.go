@@ -137,7 +137,8 @@ const (
 	ReasonGuarded               = "Guarded"
 	ReasonWorkloadMisconfigured = "WorkloadMisconfigured"
 	// ReasonWorkloadUnchecked: WorkloadGuarded is Unknown, the workload
-	// cluster's Nodes could not all be read.
+	// cluster's Nodes could not all be read, or a value of the policy could
+	// not be read (the installed policy keeps its recorded values).
 	ReasonWorkloadUnchecked = "WorkloadUnchecked"
 )
 

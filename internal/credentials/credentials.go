@@ -158,13 +158,20 @@ func (e *ForeignKeystoneError) Error() string {
 		"; a network is only shared with a project of the same cloud (the same Keystone and region as the VM project): fix the cluster's clouds.yaml, or ask the administrator"
 }
 
+// Voucher is the VM project's side of VerifiedProject: where it
+// authenticated, and its Keystone's answer about a token.
+type Voucher interface {
+	openstack.Identity
+	ProjectOfToken(ctx context.Context, token string) (string, error)
+}
+
 // VerifiedProject is the cluster's project as the SharedNetwork's own
 // Keystone vouches for it. The cluster's clouds.yaml is the tenant's: it may
 // name a Keystone of their own that answers with any project ID. So the
 // cluster must authenticate at the VM project's Keystone and region, and its
 // token is validated there again over the VM credential's connection (the
 // administrator's URL and CA), which reports the project it is really for.
-func VerifiedProject(ctx context.Context, cluster openstack.Identity, vm openstack.VMCloud) (string, error) {
+func VerifiedProject(ctx context.Context, cluster openstack.Identity, vm Voucher) (string, error) {
 	if cluster.Keystone() != vm.Keystone() {
 		return "", &ForeignKeystoneError{Why: fmt.Sprintf("it authenticates at %s, another Keystone", cluster.Keystone())}
 	}
