@@ -615,7 +615,8 @@ func span(start, stop, step int64) float64 {
 // seq START STEP END, END included.
 func seqLen(a []reflect.Value) float64 {
 	p := a[0]
-	var start, step, stop int64 = 1, 1, 0
+	start, step := int64(1), int64(1)
+	var stop int64
 	switch p.Len() {
 	case 1:
 		stop = p.Index(0).Int()

@@ -140,7 +140,8 @@ func (c *Checker) Admission(ctx context.Context, old, cluster *clusterv1.Cluster
 	if err != nil {
 		return c.evaluate(rules.Facts{ValueError: err.Error()})
 	}
-	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables) //nolint:errcheck // an unreadable old value is replaced: only the new one is judged
+	// An unreadable old value is replaced: only the new one is judged.
+	oldLevel, _ := variables.FromClusterVariables(old.Spec.Topology.Variables)
 	facts.ClusterLevel = newLevel != nil && !reflect.DeepEqual(newLevel, oldLevel)
 	now, err := variables.Nodegroups(cluster)
 	if err != nil {

@@ -118,7 +118,7 @@ func (c *Checker) desiredInfraCluster(ctx context.Context, cluster *clusterv1.Cl
 		// bound stopped); the attachment controller checks the real
 		// OpenStackCluster before it shares, as for an external patch.
 		ctrl.LoggerFrom(ctx).Info("cannot apply the ClusterClass's patches to its OpenStackClusterTemplate; the node subnet is checked before the share", "clusterClass", key, "error", err.Error())
-		return nil, nil //nolint:nilerr // deferred to the check before the share, not refused
+		return nil, nil
 	}
 	return &spec, nil
 }

@@ -350,7 +350,7 @@ func (c *Checker) clusterMTU(ctx context.Context, g *gathering) (bool, error) {
 	defer cancel()
 	cloud, osc, err := c.openCluster(ctx, g)
 	if err != nil || osc.Status.Network == nil || osc.Status.Network.ID == "" {
-		return true, nil //nolint:nilerr // an MTU that cannot be told is not judged
+		return true, nil // an MTU that cannot be told is not judged
 	}
 	if mtu, err := networkMTU(ctx, cloud, osc.Status.Network.ID); err == nil {
 		g.n.ClusterMTU = mtu
