@@ -169,28 +169,7 @@ func Objects(p Params) (*admissionregistrationv1.ValidatingAdmissionPolicy, *adm
 				{Name: "onShared", Expression: "variables.loadBalancer && " + placedOnShared("variables.annotations")},
 				{Name: "wasOnShared", Expression: placedOnShared("variables.old")},
 			},
-			Validations: []admissionregistrationv1.Validation{
-				{
-					Expression: "!variables.onShared || ('" + InternalAnnotation + "' in variables.annotations && variables.annotations['" + InternalAnnotation + "'] == 'true')",
-					Message: "a load balancer on a shared subnet must be internal: set the annotation " + InternalAnnotation +
-						`: "true" (without it the load balancer gets a public IP and is reachable from the internet)`,
-					Reason: ptr.To(metav1.StatusReasonInvalid),
-				},
-				{
-					Expression: "!variables.onShared || ('" + MemberSubnetAnnotation + "' in variables.annotations && variables.annotations['" + MemberSubnetAnnotation + "'] == variables.clusterSubnet)",
-					MessageExpression: "'a load balancer on a shared subnet must reach the nodes on the cluster\\'s own subnet: set the annotation " + MemberSubnetAnnotation +
-						": ' + variables.clusterSubnet + ' (without it the load balancer accepts connections but cannot reach any node, so every request fails)'",
-					Reason: ptr.To(metav1.StatusReasonInvalid),
-				},
-				{
-					Expression: "request.operation != 'UPDATE' || !(variables.onShared || variables.wasOnShared) || " +
-						unchanged(InternalAnnotation) + " && " + unchanged(SubnetAnnotation) + " && " + unchanged(MemberSubnetAnnotation) +
-						" && " + unchanged(NetworkAnnotation) + " && " + unchanged(PortAnnotation),
-					Message: "the annotations " + InternalAnnotation + ", " + SubnetAnnotation + " (or " + NetworkAnnotation + ", " + PortAnnotation + ") and " + MemberSubnetAnnotation +
-						" are read only when the load balancer is created: to change them, delete this object and create it again",
-					Reason: ptr.To(metav1.StatusReasonInvalid),
-				},
-			},
+			Validations: validations(),
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -237,4 +216,31 @@ func placedOnShared(annotations string) string {
 
 func unchanged(key string) string {
 	return "(('" + key + "' in variables.annotations) == ('" + key + "' in variables.old) && (!('" + key + "' in variables.annotations) || variables.annotations['" + key + "'] == variables.old['" + key + "']))"
+}
+
+// validations are the policy's three rules: internal, members on the
+// cluster's own subnet, the annotations not edited.
+func validations() []admissionregistrationv1.Validation {
+	return []admissionregistrationv1.Validation{
+		{
+			Expression: "!variables.onShared || ('" + InternalAnnotation + "' in variables.annotations && variables.annotations['" + InternalAnnotation + "'] == 'true')",
+			Message: "a load balancer on a shared subnet must be internal: set the annotation " + InternalAnnotation +
+				`: "true" (without it the load balancer gets a public IP and is reachable from the internet)`,
+			Reason: ptr.To(metav1.StatusReasonInvalid),
+		},
+		{
+			Expression: "!variables.onShared || ('" + MemberSubnetAnnotation + "' in variables.annotations && variables.annotations['" + MemberSubnetAnnotation + "'] == variables.clusterSubnet)",
+			MessageExpression: "'a load balancer on a shared subnet must reach the nodes on the cluster\\'s own subnet: set the annotation " + MemberSubnetAnnotation +
+				": ' + variables.clusterSubnet + ' (without it the load balancer accepts connections but cannot reach any node, so every request fails)'",
+			Reason: ptr.To(metav1.StatusReasonInvalid),
+		},
+		{
+			Expression: "request.operation != 'UPDATE' || !(variables.onShared || variables.wasOnShared) || " +
+				unchanged(InternalAnnotation) + " && " + unchanged(SubnetAnnotation) + " && " + unchanged(MemberSubnetAnnotation) +
+				" && " + unchanged(NetworkAnnotation) + " && " + unchanged(PortAnnotation),
+			Message: "the annotations " + InternalAnnotation + ", " + SubnetAnnotation + " (or " + NetworkAnnotation + ", " + PortAnnotation + ") and " + MemberSubnetAnnotation +
+				" are read only when the load balancer is created: to change them, delete this object and create it again",
+			Reason: ptr.To(metav1.StatusReasonInvalid),
+		},
+	}
 }

@@ -125,17 +125,9 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 		return nil, fmt.Errorf("%s: %w", cred.Name, err)
 	}
 	provider.UserAgent.Prepend(version.UserAgent())
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cred.Cloud.Verify != nil {
-		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify
-	}
-	// A blank cacert (CAPO's templates default it to one newline) means the
-	// host's CAs, as CAPO reads it.
-	if len(bytes.TrimSpace(cred.CACert)) > 0 {
-		tlsConfig.RootCAs = x509.NewCertPool()
-		if !tlsConfig.RootCAs.AppendCertsFromPEM(cred.CACert) {
-			return nil, fmt.Errorf("%s: cacert holds no PEM certificate", cred.Name)
-		}
+	tlsConfig, err := tlsConfigOf(cred)
+	if err != nil {
+		return nil, err
 	}
 	counting := newCountingTransport(&http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig})
 	counting.add(map[string]string{provider.IdentityBase: ServiceIdentity})
@@ -176,6 +168,24 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 		s.lb = lb
 	}
 	return s, nil
+}
+
+// tlsConfigOf is the TLS configuration of cred's clouds.yaml: verify and
+// cacert, as CAPO reads them.
+func tlsConfigOf(cred Credential) (*tls.Config, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cred.Cloud.Verify != nil {
+		tlsConfig.InsecureSkipVerify = !*cred.Cloud.Verify
+	}
+	// A blank cacert (CAPO's templates default it to one newline) means the
+	// host's CAs, as CAPO reads it.
+	if len(bytes.TrimSpace(cred.CACert)) > 0 {
+		tlsConfig.RootCAs = x509.NewCertPool()
+		if !tlsConfig.RootCAs.AppendCertsFromPEM(cred.CACert) {
+			return nil, fmt.Errorf("%s: cacert holds no PEM certificate", cred.Name)
+		}
+	}
+	return tlsConfig, nil
 }
 
 // ProjectID is the project the credential is scoped to, as its Keystone
