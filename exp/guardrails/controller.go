@@ -161,12 +161,9 @@ func (r *Reconciler) guard(ctx context.Context, cluster *clusterv1.Cluster, wc c
 	found := findings{clusterSubnet: osc.Status.Network.Subnets[0]}
 	f := r.params(ctx, cluster, found.clusterSubnet.ID, attached)
 	found.sharedNetworks, found.unread = f.sharedNetworks, f.unread
-	params, ok, err := r.policyParams(ctx, wc, cluster, f)
+	params, err := r.policyParams(ctx, wc, cluster, f)
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	if !ok {
-		return reconcile.Result{RequeueAfter: pollWorkload}, r.reportNotUpdated(ctx, attached, f.unread)
 	}
 	// The record last: it then holds what the policy was compiled with,
 	// which policyParams keeps when a read fails.
@@ -229,20 +226,6 @@ func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clus
 		}
 	}
 	return errors.Join(nodesErr, err)
-}
-
-// reportNotUpdated says on each attachment that the policy was neither
-// installed nor updated: values could not be read and none are recorded to keep.
-func (r *Reconciler) reportNotUpdated(ctx context.Context, attached []*sharednetv1.SharedNetworkAttachment, unread []string) error {
-	condition := sharednetv1.NewCondition(sharednetv1.WorkloadGuardedCondition, metav1.ConditionUnknown, sharednetv1.ReasonWorkloadUnchecked,
-		"the policy is not installed or updated in the workload cluster: "+strings.Join(unread, ", ")+
-			" could not be read, and the workload cluster holds no record of previous values to keep (ConfigMap kube-system/capo-sharednet-guardrails); retrying")
-	var errs []error
-	for _, a := range attached {
-		_, err := r.writeStatus(ctx, a, func() { conditions.Set(a, condition) })
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // writeStatus applies change to a and, when it changed anything, writes it
@@ -345,36 +328,37 @@ func (r *Reconciler) params(ctx context.Context, cluster *clusterv1.Cluster, clu
 // that could not be read also the installed ones (a union: the record does
 // not say which port is on which network, and a value kept a little too long
 // only makes the policy stricter), so a failed read never yields a policy
-// with fewer values. ok is false when a read failed and nothing is recorded
-// to keep (the first install): a policy from partial facts would judge too
-// little, so none is applied.
+// with fewer values. With nothing recorded to keep (the first install), the
+// values read are installed: the policy only refuses, so a policy that
+// judges part of what it should still refuses more than none; the rest
+// comes with the next poll that reads it.
 //
 // The installed values come from the record in the workload cluster, not
 // from memory: it survives a restart or a new leader of the manager, and it
 // is written after the policy, with what the policy was compiled with.
-func (r *Reconciler) policyParams(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, f facts) (params Params, ok bool, err error) {
+func (r *Reconciler) policyParams(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, f facts) (Params, error) {
 	if len(f.unread) == 0 {
-		return f.params, true, nil
+		return f.params, nil
 	}
 	ctrl.LoggerFrom(ctx).Info("cannot read every value of the guardrails' policy; the installed values are kept for them",
 		"cluster", klog.KObj(cluster), "unread", f.unread)
 	cm := &corev1.ConfigMap{}
 	if err := wc.Get(ctx, client.ObjectKey{Namespace: ParamsNamespace, Name: ParamsName}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Params{}, false, nil
+			return f.params, nil
 		}
-		return Params{}, false, fmt.Errorf("reading ConfigMap %s/%s, the record of the guardrails' values, in the workload cluster of Cluster %s/%s: %w",
+		return Params{}, fmt.Errorf("reading ConfigMap %s/%s, the record of the guardrails' values, in the workload cluster of Cluster %s/%s: %w",
 			ParamsNamespace, ParamsName, cluster.Namespace, cluster.Name, err)
 	}
 	installed := ParamsOf(cm)
-	params = f.params
+	params := f.params
 	if f.networksUnread {
 		params.SharedNetworks = append(params.SharedNetworks, installed.SharedNetworks...)
 	}
 	if f.portsUnread {
 		params.SharedPorts = append(params.SharedPorts, installed.SharedPorts...)
 	}
-	return params, true, nil
+	return params, nil
 }
 
 // audit lists the Services and Gateways that break the policy's rules
