@@ -43,15 +43,15 @@ import (
 // the attachment go. Neutron refusing the unshare (409) means "not yet".
 func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) (_ reconcile.Result, reterr error) {
 	sn := &sharednetv1.SharedNetwork{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
-		return reconcile.Result{}, fmt.Errorf("attachment %s: SharedNetwork %s: %w", a.Name, a.Spec.SharedNetwork, err)
-	}
 	s, err := r.newScope(cluster, sn, a)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	defer r.close(ctx, s, &reterr)
-	conditions.Set(a, deletingCondition(cluster, a))
+	conditions.Set(a, deletingCondition(cluster, a)) // written even when the SharedNetwork cannot be read
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+		return reconcile.Result{}, fmt.Errorf("attachment %s: SharedNetwork %s: %w", a.Name, a.Spec.SharedNetwork, err)
+	}
 	if cluster != nil && cluster.DeletionTimestamp.IsZero() {
 		a.Status.Phase = sharednetv1.PhaseDetaching
 		if done, err := r.rolledWithoutPort(ctx, s); !done || err != nil {

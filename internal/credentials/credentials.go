@@ -182,6 +182,9 @@ func VerifiedProject(ctx context.Context, cluster openstack.Identity, vm Voucher
 	if err != nil {
 		return "", &ForeignKeystoneError{Why: "its token was not accepted by the shared network's Keystone (" + err.Error() + ")"}
 	}
+	if project == "" {
+		return "", &ForeignKeystoneError{Why: "the shared network's Keystone says its token is for no project"}
+	}
 	if project != cluster.ProjectID() {
 		return "", &ForeignKeystoneError{Why: fmt.Sprintf("its authentication claimed project %s, but the token is for another project", cluster.ProjectID())}
 	}

@@ -77,6 +77,8 @@ func TestVerifiedProject(t *testing.T) {
 		{name: "same Keystone through a proxy that rewrote the project in the answer",
 			cluster: &fakecloud.Project{Cloud: cloud, ID: "victim-project", TokenProject: "tenant-project", RegionName: "RegionOne"},
 			wantErr: "claimed project victim-project, but the token is for another project"},
+		{name: "a token Keystone says is for no project (both sides empty are not a match)",
+			cluster: &fakecloud.Project{Cloud: cloud, ID: "", RegionName: "RegionOne"}, wantErr: "its token is for no project"},
 		{name: "same Keystone, another region",
 			cluster: &fakecloud.Project{Cloud: cloud, ID: "cluster-project", RegionName: "RegionTwo"}, wantErr: `region "RegionTwo"`},
 		{name: "another Keystone",

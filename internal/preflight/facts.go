@@ -281,7 +281,7 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 		g.n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the change cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return false, nil
 	}
-	if g.project, g.n.ForeignCloud, g.n.CannotAsk = c.sameCloud(ctx, g.res.SharedNetwork, cloud); g.project == "" {
+	if g.project, g.n.ForeignCloud, g.n.CannotAsk = c.sameCloud(ctx, g.res.SharedNetwork, cloud); g.n.ForeignCloud != "" || g.n.CannotAsk != "" {
 		return false, nil
 	}
 	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
