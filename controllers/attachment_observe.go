@@ -32,6 +32,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 )
 
 // observeRollout fills nodes and load balancers and sets the phase of a
@@ -80,24 +81,26 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 // A check that cannot be made keeps the condition as it was, and is logged.
 func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, s *nodegroupScope) {
 	a, cluster := s.a, s.cluster
-	if s.judged {
-		// Every rule of an attach, a superset of still-fits, held just now.
-		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
-			fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
+	var refusal rules.Refusal
+	// A reconcile that just shared judged every rule of an attach, a
+	// superset of still-fits: no second judgement.
+	if !s.judged {
+		value := sharednetv1.SharedNetworkVariable{Name: a.Spec.SharedNetwork, Subnet: a.Spec.Subnet}
+		d, err := r.checker().Decide(ctx, preflight.Question{Ask: preflight.StillFits, Cluster: cluster, Nodegroup: s.topology, Value: value})
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Info("cannot check that the nodegroup still fits its subnet; CloudFits keeps its last value", "attachment", klog.KObj(a), "error", err.Error())
+			return
+		}
+		refusal = d.Refusal
+	}
+	if len(refusal) > 0 {
+		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionFalse, sharednetv1.ReasonCloudChanged,
+			"the cloud changed after the attach: "+refusal.Error()+"; the nodes keep their port and nothing rolls, but the nodegroup cannot grow until this is fixed")
 		return
 	}
-	value := sharednetv1.SharedNetworkVariable{Name: a.Spec.SharedNetwork, Subnet: a.Spec.Subnet}
-	d, err := r.checker().Decide(ctx, preflight.Question{Ask: preflight.StillFits, Cluster: cluster, Nodegroup: s.topology, Value: value})
-	switch {
-	case err != nil:
-		ctrl.LoggerFrom(ctx).Info("cannot check that the nodegroup still fits its subnet; CloudFits keeps its last value", "attachment", klog.KObj(a), "error", err.Error())
-	case len(d.Refusal) > 0:
-		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionFalse, sharednetv1.ReasonCloudChanged,
-			"the cloud changed after the attach: "+d.Refusal.Error()+"; the nodes keep their port and nothing rolls, but the nodegroup cannot grow until this is fixed")
-	default: // fits, or facts too old to judge (the SharedNetwork's Ready says why)
-		r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
-			fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
-	}
+	// Fits, or facts too old to judge (the SharedNetwork's Ready says why).
+	r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
+		fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
 }
 
 // observeLoadBalancers lists this cluster's LBs on the subnet (the detach
