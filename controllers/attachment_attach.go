@@ -238,6 +238,15 @@ func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Clu
 		}
 	}
 	policy, err := vm.Share(ctx, sn.Spec.NetworkID, project)
+	var overQuota *openstack.OverQuotaError
+	if errors.As(err, &overQuota) {
+		// Admission judged the quota on facts up to a resync old (or could
+		// not read it): the owner learns what the rule would have said.
+		_ = r.vmProjectFailed(ctx, sn, "sharing the network", err)
+		return nil, &shareRefusedError{reason: sharednetv1.ReasonRBACPolicyQuotaExceeded, err: fmt.Errorf(
+			"sharing SharedNetwork %s with this cluster's project needs one more RBAC policy, but Neutron refused it: the VM project has used its quota; "+
+				"ask the cloud operator to raise quota rbac_policy of the VM project, or detach a project that no longer needs a network of it; retrying", sn.Name)}
+	}
 	if err != nil {
 		return nil, r.vmProjectFailed(ctx, sn, "sharing the network", err)
 	}

@@ -222,6 +222,44 @@ func TestNoShareForAClusterOfAnotherKeystone(t *testing.T) {
 	}
 }
 
+// TestNoShareWithoutAnRBACPolicyLeft: the VM project's quota is judged
+// before the share when its facts say it; where they could not (the
+// credential may not read it, or another attach took the last policy
+// since), Neutron's refusal reads like the rule, not like an outage.
+func TestNoShareWithoutAnRBACPolicyLeft(t *testing.T) {
+	t.Run("judged before the share", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newAuthorityStory(t, true, nil)
+		sn := &sharednetv1.SharedNetwork{}
+		g.Expect(s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn)).To(Succeed())
+		sn.Status.RBACPolicies = &sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
+		g.Expect(s.client.Status().Update(context.Background(), sn)).To(Succeed())
+		s.reconcile()
+		a := s.attachment("md-a")
+		g.Expect(a.Status.Share).To(BeNil())
+		g.Expect(condition(a, sharednetv1.SharedCondition).Message).To(And(ContainSubstring("share-quota:"), ContainSubstring("uses 10 of 10 RBAC policies")))
+		g.Expect(s.cloud.Shares()).To(BeEmpty())
+		g.Expect(s.cluster().Annotations).NotTo(HaveKey(sharedAnnotationPrefix + "md-a"))
+	})
+	t.Run("refused by Neutron at share time", func(t *testing.T) {
+		g := NewWithT(t)
+		s := newAuthorityStory(t, true, nil)
+		vm := s.clouds.SharedNetworks["vm"]
+		vm.RBACPolicyLimit, vm.RBACPolicyQuotaHidden = ptr.To(0), true
+		s.reconcile()
+		a := s.attachment("md-a")
+		g.Expect(a.Status.Share).To(BeNil())
+		shared := condition(a, sharednetv1.SharedCondition)
+		g.Expect(shared.Reason).To(Equal(sharednetv1.ReasonRBACPolicyQuotaExceeded))
+		g.Expect(shared.Message).To(And(ContainSubstring("raise quota rbac_policy"), ContainSubstring("detach a project")))
+		g.Expect(s.cloud.Shares()).To(BeEmpty())
+		g.Expect(s.cluster().Annotations).NotTo(HaveKey(sharedAnnotationPrefix + "md-a"))
+		for _, internal := range []string{"vm-project", fakecloud.DefaultKeystone, "vm-creds"} {
+			g.Expect(shared.Message).NotTo(ContainSubstring(internal), "tenant-visible text carries no VM-project internals")
+		}
+	})
+}
+
 func TestShareIsForTheVerifiedProjectAndRevocationRollsNothing(t *testing.T) {
 	g := NewWithT(t)
 	s := newAuthorityStory(t, true, nil)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 )
 
 // The subnet gauges share their labels, so `free - reserved < 0` (the subnet
@@ -45,8 +47,33 @@ var (
 	}, []string{"sharednetwork", "subnet"})
 )
 
+// The VM project's RBAC policies: every share takes one, across all its
+// networks, and Neutron refuses the share past the quota.
+var (
+	policiesUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capo_sharednet_vm_project_rbac_policies_used",
+		Help: "RBAC policies the SharedNetwork's VM project uses (every share takes one), as last read from Neutron's quota details.",
+	}, []string{"sharednetwork"})
+	policiesLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capo_sharednet_vm_project_rbac_policies_limit",
+		Help: "The SharedNetwork's VM project's quota of RBAC policies (rbac_policy; -1: unlimited), as last read from Neutron.",
+	}, []string{"sharednetwork"})
+)
+
 func init() {
-	metrics.Registry.MustRegister(freeAddresses, reservedAddresses)
+	metrics.Registry.MustRegister(freeAddresses, reservedAddresses, policiesUsed, policiesLimit)
+}
+
+// publishPolicies sets the RBAC policy series of sharedNetwork; none while
+// the quota is not known (never a wrong value).
+func publishPolicies(sharedNetwork string, q *sharednetv1.QuotaUsage) {
+	if q == nil || q.Used == nil || q.Limit == nil {
+		policiesUsed.DeleteLabelValues(sharedNetwork)
+		policiesLimit.DeleteLabelValues(sharedNetwork)
+		return
+	}
+	policiesUsed.WithLabelValues(sharedNetwork).Set(float64(*q.Used))
+	policiesLimit.WithLabelValues(sharedNetwork).Set(float64(*q.Limit))
 }
 
 // subnetMetrics are one subnet's values; reserved is nil when its consumers
@@ -95,7 +122,7 @@ func forgetSubnetMetrics(sharedNetwork string) {
 	published.Lock()
 	defer published.Unlock()
 	delete(published.subnets, sharedNetwork)
-	for _, g := range []*prometheus.GaugeVec{freeAddresses, reservedAddresses} {
+	for _, g := range []*prometheus.GaugeVec{freeAddresses, reservedAddresses, policiesUsed, policiesLimit} {
 		g.DeletePartialMatch(prometheus.Labels{"sharednetwork": sharedNetwork})
 	}
 }

@@ -220,3 +220,32 @@ func TestSubnetMetricsOfASharedNetworkGoneUnseen(t *testing.T) {
 	g.Expect(seriesOf(t, freeAddresses)).To(BeEmpty())
 	g.Expect(seriesOf(t, reservedAddresses)).To(BeEmpty())
 }
+
+// TestTheVMProjectsRBACPoliciesAreInStatusAndMetrics: the quota every share
+// takes one of is in status and exported, so an administrator sees it
+// coming; where the credential may not read it, the status says so and no
+// series is a wrong value.
+func TestTheVMProjectsRBACPoliciesAreInStatusAndMetrics(t *testing.T) {
+	g := NewWithT(t)
+	policiesUsed.Reset()
+	policiesLimit.Reset()
+	s := newNetworkStory(t)
+	s.vm.RBACPolicyLimit = ptr.To(10)
+	for _, project := range []string{"p1", "p2", "p3"} {
+		_, err := s.vm.Share(context.Background(), "net", project)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	s.reconcile()
+	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(Equal(&sharednetv1.QuotaUsage{Used: ptr.To[int32](3), Limit: ptr.To[int32](10)}))
+	g.Expect(s.ready().Message).To(ContainSubstring("the VM project uses 3 of 10 RBAC policies"))
+	g.Expect(seriesOf(t, policiesUsed)).To(Equal(map[string]float64{"vm/": 3}))
+	g.Expect(seriesOf(t, policiesLimit)).To(Equal(map[string]float64{"vm/": 10}))
+
+	s.vm.RBACPolicyQuotaHidden = true
+	s.now = s.now.Add(time.Hour)
+	s.reconcile()
+	g.Expect(s.ready().Status).To(Equal(metav1.ConditionTrue), "the other facts are current")
+	g.Expect(s.ready().Message).To(ContainSubstring("not readable with its credential"))
+	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(BeNil())
+	g.Expect(seriesOf(t, policiesUsed)).To(BeEmpty())
+}

@@ -223,8 +223,7 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		return reconcile.Result{}
 	case errors.As(err, &notOnNetwork):
 		// The facts of the subnets that are there stay useful; the condition says what is wrong.
-		sn.Status.MTU, sn.Status.Subnets, sn.Status.Shares = facts.MTU, facts.Subnets, facts.Shares
-		sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
+		r.setFacts(sn, facts)
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonSubnetNotOnNetwork, err.Error())
 		return reconcile.Result{}
 	case err != nil:
@@ -233,11 +232,27 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonOpenStackUnavailable, err.Error())
 		return reconcile.Result{RequeueAfter: 30 * time.Second}
 	}
-	sn.Status.MTU, sn.Status.Subnets, sn.Status.Shares = facts.MTU, facts.Subnets, facts.Shares
-	sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
+	r.setFacts(sn, facts)
 	r.setReady(sn, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
-		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets)))
+		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron; %s", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets), policiesMessage(facts.RBACPolicies)))
 	return reconcile.Result{}
+}
+
+func (r *SharedNetworkReconciler) setFacts(sn *sharednetv1.SharedNetwork, facts sharednetv1.SharedNetworkStatus) {
+	sn.Status.MTU, sn.Status.Subnets, sn.Status.Shares, sn.Status.RBACPolicies = facts.MTU, facts.Subnets, facts.Shares, facts.RBACPolicies
+	sn.Status.LastRefreshTime = &metav1.Time{Time: r.now()}
+}
+
+// policiesMessage says how many RBAC policies the VM project uses, or that
+// its credential may not read its quota (so no attach is refused for it).
+func policiesMessage(q *sharednetv1.QuotaUsage) string {
+	switch {
+	case q == nil:
+		return "the VM project's RBAC policy quota is not readable with its credential: attaches are not checked against it (rule share-quota)"
+	case ptr.Deref(q.Limit, -1) < 0:
+		return fmt.Sprintf("the VM project uses %d RBAC policies (no limit)", ptr.Deref(q.Used, 0))
+	}
+	return fmt.Sprintf("the VM project uses %d of %d RBAC policies", ptr.Deref(q.Used, 0), ptr.Deref(q.Limit, 0))
 }
 
 // publishMetrics exports the subnet gauges of every subnet both offered
@@ -262,6 +277,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 		out = append(out, m)
 	}
 	publishSubnets(sn.Name, out)
+	publishPolicies(sn.Name, sn.Status.RBACPolicies)
 }
 
 func (r *SharedNetworkReconciler) consumers(ctx context.Context, name string) ([]sharednetv1.Consumer, error) {

@@ -51,6 +51,7 @@ type networkStory struct {
 	r      *SharedNetworkReconciler
 	now    time.Time
 	subnet string
+	vm     *fakecloud.Project // the VM project's credential
 }
 
 func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
@@ -65,6 +66,7 @@ func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
 	s.client = fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, sn, secret)...).
 		WithStatusSubresource(&sharednetv1.SharedNetwork{}).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	vm := &fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}
+	s.vm = vm
 	s.r = &SharedNetworkReconciler{Client: s.client, Namespace: "capo-sharednet-system", Now: func() time.Time { return s.now },
 		Clouds: &fakecloud.Clouds{SharedNetworks: map[string]*fakecloud.Project{"vm": vm}}}
 	return s

@@ -42,6 +42,7 @@ const SharedNetworkFinalizer = "sharednet.capo.io/sharednetwork"
 // SharedNetworkSpec is what a management-cluster administrator offers: one
 // network of a VM project, the subnets of it that nodegroups may use, and the
 // namespaces whose clusters may use it.
+// +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerAddresses) || !has(self.subnets) || self.loadBalancerAddresses.all(r, r.subnet in self.subnets)",message="spec.loadBalancerAddresses[].subnet must be one of spec.subnets: addresses are kept on the subnets nodegroups may use; add the subnet to spec.subnets or remove its entry"
 type SharedNetworkSpec struct {
 	// identity is the VM project's credential. The Secret lives in the
 	// extension's namespace and is never copied into a cluster's namespace.
@@ -73,6 +74,35 @@ type SharedNetworkSpec struct {
 	// namespace may use it.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// loadBalancerAddresses keeps addresses of subnets free for the internal
+	// load balancers the clusters' Services put there: the capacity rule
+	// counts them as reserved, so nodegroups cannot take the addresses the
+	// next load balancer needs (its VIP, plus its amphorae's VRRP ports:
+	// amphora SINGLE 1, ACTIVE_STANDBY 2; the OVN provider none). Addresses
+	// load balancers already hold are used addresses, not part of it.
+	// +optional
+	// +listType=map
+	// +listMapKey=subnet
+	// +kubebuilder:validation:MaxItems=64
+	LoadBalancerAddresses []LoadBalancerAddresses `json:"loadBalancerAddresses,omitempty"`
+}
+
+// LoadBalancerAddresses keeps addresses of one subnet for load balancers.
+type LoadBalancerAddresses struct {
+	// subnet is an entry of spec.subnets.
+	// +required
+	// +kubebuilder:validation:MinLength=36
+	// +kubebuilder:validation:MaxLength=36
+	Subnet string `json:"subnet,omitempty"`
+
+	// keep is how many free addresses of the subnet nodegroups may not take:
+	// for N more load balancers, N x (1 VIP + 2 VRRP ports) with amphora
+	// ACTIVE_STANDBY, N x 2 with SINGLE, N with the OVN provider.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	Keep int32 `json:"keep,omitempty"`
 }
 
 // VMProjectIdentity references a clouds.yaml Secret in the extension's
@@ -124,6 +154,12 @@ type SharedNetworkStatus struct {
 	// +listMapKey=projectID
 	// +kubebuilder:validation:MaxItems=10000
 	Shares []Share `json:"shares,omitempty"`
+
+	// rbacPolicies is the VM project's Neutron quota of RBAC policies, which
+	// every share takes one of, across all its networks; unset while it is
+	// not known (never read, or the VM credential may not read its quota).
+	// +optional
+	RBACPolicies *QuotaUsage `json:"rbacPolicies,omitempty"`
 
 	// consumers are the nodegroups attached or being attached. Sized for a
 	// management cluster whose nodegroups all use one network (500 clusters
@@ -187,6 +223,57 @@ type SubnetStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	FreeAddresses *int64 `json:"freeAddresses,omitempty"`
+
+	// loadBalancerAddresses are the addresses load balancers' ports hold on
+	// the subnet (VIPs and amphorae's VRRP ports, of every project): part of
+	// usedAddresses.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LoadBalancerAddresses *int64 `json:"loadBalancerAddresses,omitempty"`
+
+	// gatewayIP is the subnet's gateway; unset when it has none. A node gets
+	// a default route through it on the second interface unless the
+	// extension's bootstrap patch removes it (docs/design.md).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	GatewayIP string `json:"gatewayIP,omitempty"`
+
+	// hostRoutes are the routes Neutron hands out with the subnet's
+	// addresses: how a node reaches the network's other subnets.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	HostRoutes []HostRoute `json:"hostRoutes,omitempty"`
+}
+
+// QuotaUsage is one Neutron quota and what is used of it.
+type QuotaUsage struct {
+	// used is how many exist (with those Neutron reserved for requests in
+	// flight).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Used *int32 `json:"used,omitempty"`
+
+	// limit is the quota; -1 means unlimited.
+	// +required
+	// +kubebuilder:validation:Minimum=-1
+	Limit *int32 `json:"limit,omitempty"`
+}
+
+// HostRoute is a route Neutron hands out with a subnet's addresses.
+type HostRoute struct {
+	// destination is a CIDR (43 characters hold an IPv6 prefix).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	Destination string `json:"destination,omitempty"`
+
+	// nextHop is the router's address on the subnet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=39
+	NextHop string `json:"nextHop,omitempty"`
 }
 
 // AllocationPool is a range of addresses Neutron hands out.

@@ -88,6 +88,9 @@ const (
 	ReasonNotGranted                = "NotGranted"
 	ReasonClusterCredentialsInvalid = "ClusterCredentialsInvalid"
 	ReasonForeignKeystone           = "ForeignKeystone"
+	// ReasonRBACPolicyQuotaExceeded: Neutron refused the share, the VM
+	// project has no RBAC policy left (rule share-quota, judged too late).
+	ReasonRBACPolicyQuotaExceeded = "RBACPolicyQuotaExceeded"
 	// ReasonWaitingForClusterNetwork: the rules run before the share need
 	// the cluster network CAPO creates.
 	ReasonWaitingForClusterNetwork = "WaitingForClusterNetwork"

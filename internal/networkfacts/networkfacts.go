@@ -22,6 +22,8 @@ package networkfacts
 
 import (
 	"context"
+	"errors"
+	"math"
 	"fmt"
 	"slices"
 	"sort"
@@ -36,6 +38,7 @@ import (
 type Cloud interface {
 	openstack.NetworkFacts
 	Shares(ctx context.Context, networkID string) (map[string]string, error)
+	openstack.RBACPolicyQuota
 }
 
 // SubnetsNotOnNetworkError says spec.subnets names subnets the network does not have.
@@ -48,8 +51,11 @@ func (e *SubnetsNotOnNetworkError) Error() string {
 	return fmt.Sprintf("subnet(s) %v of spec.subnets are not on network %s; remove them from spec.subnets or fix their IDs", e.Missing, e.Network)
 }
 
-// Read asks Neutron, in four requests whatever the number of subnets: the
-// network, its subnets, its ports and its shares. The facts of the subnets
+// Read asks Neutron, in five requests whatever the number of subnets: the
+// network, its subnets, its ports, its shares and the VM project's RBAC
+// policy quota. A quota the credential may not read (403, or no quota
+// extension) leaves RBACPolicies unset: the share-quota rule is then not
+// judged, and a share Neutron refuses for quota says so on the attachment. The facts of the subnets
 // that exist are returned with a *SubnetsNotOnNetworkError for the others.
 func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (sharednetv1.SharedNetworkStatus, error) {
 	var out sharednetv1.SharedNetworkStatus
@@ -69,6 +75,9 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 	if err != nil {
 		return out, err
 	}
+	if out.RBACPolicies, err = rbacPolicies(ctx, cloud); err != nil {
+		return out, err
+	}
 	out.MTU = int32(network.MTU)
 	var missing []string
 	for _, id := range sn.Spec.Subnets {
@@ -80,8 +89,15 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 		s := subnets[i]
 		status := sharednetv1.SubnetStatus{
 			ID: s.ID, CIDR: s.CIDR.String(), IPVersion: int32(s.IPVersion),
-			UsedAddresses: ptr.To(openstack.UsedInPools(s.AllocationPools, addresses[s.ID])),
-			FreeAddresses: ptr.To(openstack.FreeAddresses(s.AllocationPools, addresses[s.ID])),
+			UsedAddresses:         ptr.To(openstack.UsedInPools(s.AllocationPools, addresses[s.ID].All)),
+			FreeAddresses:         ptr.To(openstack.FreeAddresses(s.AllocationPools, addresses[s.ID].All)),
+			LoadBalancerAddresses: ptr.To(int64(len(addresses[s.ID].LoadBalancers))),
+		}
+		if s.Gateway.IsValid() {
+			status.GatewayIP = s.Gateway.String()
+		}
+		for _, r := range s.HostRoutes {
+			status.HostRoutes = append(status.HostRoutes, sharednetv1.HostRoute{Destination: r.Destination.String(), NextHop: r.NextHop.String()})
 		}
 		for _, p := range s.AllocationPools {
 			status.AllocationPools = append(status.AllocationPools, sharednetv1.AllocationPool{Start: p.Start.String(), End: p.End.String()})
@@ -97,3 +113,19 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 	}
 	return out, nil
 }
+
+// rbacPolicies is the VM project's RBAC policy quota; nil when the
+// credential may not read it.
+func rbacPolicies(ctx context.Context, cloud Cloud) (*sharednetv1.QuotaUsage, error) {
+	q, err := cloud.RBACPolicies(ctx)
+	var notReadable *openstack.NotReadableError
+	switch {
+	case errors.As(err, &notReadable):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &sharednetv1.QuotaUsage{Used: ptr.To(clamp32(q.Used + q.Reserved)), Limit: ptr.To(clamp32(max(q.Limit, -1)))}, nil
+}
+
+func clamp32(n int) int32 { return int32(min(n, math.MaxInt32)) }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/mtu"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
@@ -35,7 +36,7 @@ type NetworkFacts interface {
 	Subnets(ctx context.Context, networkID string) ([]Subnet, error)
 	// AddressesOnNetwork are the fixed IPs of every port on the network, by
 	// subnet ID, in one request.
-	AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error)
+	AddressesOnNetwork(ctx context.Context, networkID string) (map[string]Addresses, error)
 }
 
 // ProjectPorts lists the session project's own ports on a network. Used
@@ -74,6 +75,29 @@ type Subnet struct {
 	CIDR            netip.Prefix
 	IPVersion       int
 	AllocationPools []Pool
+	// Gateway is invalid when the subnet has none.
+	Gateway    netip.Addr
+	HostRoutes []Route
+}
+
+// Route is a subnet's host route.
+type Route struct {
+	Destination netip.Prefix
+	NextHop     netip.Addr
+}
+
+// Addresses are the fixed IPs on one subnet, and those of them that load
+// balancers' ports hold.
+type Addresses struct {
+	All, LoadBalancers []netip.Addr
+}
+
+// IsLoadBalancerPort says whether a port is a load balancer's: Octavia's
+// amphora driver owns its VIP and VRRP ports (device_owner Octavia, names
+// octavia-lb-<id> and octavia-lb-vrrp-<amphora>, the latter re-owned by
+// Nova once plugged), the OVN provider names its VIP ports ovn-lb-vip-<id>.
+func IsLoadBalancerPort(deviceOwner, name string) bool {
+	return deviceOwner == "Octavia" || strings.HasPrefix(name, "octavia-lb-") || strings.HasPrefix(name, "ovn-lb-vip-")
 }
 
 // Pool is an allocation pool, inclusive at both ends.
@@ -132,6 +156,19 @@ func subnetFacts(sn *subnets.Subnet) (Subnet, error) {
 		return Subnet{}, fmt.Errorf("subnet %s: Neutron answered CIDR %q: %w", sn.ID, sn.CIDR, err)
 	}
 	out := Subnet{ID: sn.ID, NetworkID: sn.NetworkID, CIDR: cidr, IPVersion: sn.IPVersion}
+	if sn.GatewayIP != "" {
+		if out.Gateway, err = netip.ParseAddr(sn.GatewayIP); err != nil {
+			return Subnet{}, fmt.Errorf("subnet %s: Neutron answered gateway %q: %w", sn.ID, sn.GatewayIP, err)
+		}
+	}
+	for _, r := range sn.HostRoutes {
+		dest, err1 := netip.ParsePrefix(r.DestinationCIDR)
+		hop, err2 := netip.ParseAddr(r.NextHop)
+		if err1 != nil || err2 != nil {
+			return Subnet{}, fmt.Errorf("subnet %s: host route %s via %s does not parse", sn.ID, r.DestinationCIDR, r.NextHop)
+		}
+		out.HostRoutes = append(out.HostRoutes, Route{Destination: dest, NextHop: hop})
+	}
 	for _, p := range sn.AllocationPools {
 		start, err1 := netip.ParseAddr(p.Start)
 		end, err2 := netip.ParseAddr(p.End)
@@ -144,8 +181,28 @@ func subnetFacts(sn *subnets.Subnet) (Subnet, error) {
 }
 
 // AddressesOnNetwork implements NetworkFacts.
-func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map[string][]netip.Addr, error) {
-	return s.addresses(ctx, ports.ListOpts{NetworkID: networkID}, "network "+networkID)
+func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map[string]Addresses, error) {
+	all, err := s.listPorts(ctx, ports.ListOpts{NetworkID: networkID}, "ports on network "+networkID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Addresses{}
+	for _, p := range all {
+		lb := IsLoadBalancerPort(p.DeviceOwner, p.Name)
+		for _, ip := range p.FixedIPs {
+			a, err := netip.ParseAddr(ip.IPAddress)
+			if err != nil {
+				continue
+			}
+			on := out[ip.SubnetID]
+			on.All = append(on.All, a)
+			if lb {
+				on.LoadBalancers = append(on.LoadBalancers, a)
+			}
+			out[ip.SubnetID] = on
+		}
+	}
+	return out, nil
 }
 
 // listPorts lists ports, retried; what names them in an error.
@@ -163,22 +220,6 @@ func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what strin
 		return nil, s.wrap(err, "listing %s", what)
 	}
 	return all, nil
-}
-
-func (s *Session) addresses(ctx context.Context, opts ports.ListOpts, where string) (map[string][]netip.Addr, error) {
-	all, err := s.listPorts(ctx, opts, "ports on "+where)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]netip.Addr{}
-	for _, p := range all {
-		for _, ip := range p.FixedIPs {
-			if a, err := netip.ParseAddr(ip.IPAddress); err == nil {
-				out[ip.SubnetID] = append(out[ip.SubnetID], a)
-			}
-		}
-	}
-	return out, nil
 }
 
 // PoolSize is how many addresses the pools hold.

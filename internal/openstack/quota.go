@@ -18,7 +18,11 @@ package openstack
 
 import (
 	"context"
+	"fmt"
 
+	"net/http"
+
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/quotas"
 )
 
@@ -27,6 +31,22 @@ import (
 type PortQuota interface {
 	Ports(ctx context.Context) (Quota, error)
 }
+
+// RBACPolicyQuota reads the VM project's quota of RBAC policies: every
+// share takes one, across all the project's networks. Used with the VM
+// project's credential.
+type RBACPolicyQuota interface {
+	// RBACPolicies is the quota and its usage; a *NotReadableError when the
+	// cloud's policy does not let the credential read it.
+	RBACPolicies(ctx context.Context) (Quota, error)
+}
+
+// NotReadableError says the cloud's policy does not let the credential
+// read something (Neutron answered 403), or it does not exist there (404:
+// no quota extension): asking again will not help.
+type NotReadableError struct{ What string }
+
+func (e *NotReadableError) Error() string { return e.What + ": not readable with this credential" }
 
 // Quota is a limit and its usage; Limit -1 means unlimited.
 type Quota struct {
@@ -44,13 +64,35 @@ func (q Quota) Free() *int {
 
 // Ports implements PortQuota.
 func (s *Session) Ports(ctx context.Context) (Quota, error) {
+	detail, err := s.quotaDetail(ctx, "the port quota")
+	if err != nil {
+		return Quota{}, err
+	}
+	return Quota{Limit: detail.Port.Limit, Used: detail.Port.Used, Reserved: detail.Port.Reserved}, nil
+}
+
+// RBACPolicies implements RBACPolicyQuota.
+func (s *Session) RBACPolicies(ctx context.Context) (Quota, error) {
+	detail, err := s.quotaDetail(ctx, "the RBAC policy quota")
+	if err != nil {
+		if gophercloud.ResponseCodeIs(err, http.StatusForbidden) || IsNotFound(err) {
+			return Quota{}, &NotReadableError{What: fmt.Sprintf("project %s: %s", s.projectID, "the RBAC policy quota")}
+		}
+		return Quota{}, err
+	}
+	q := detail.RBACPolicy
+	return Quota{Limit: q.Limit, Used: q.Used, Reserved: q.Reserved}, nil
+}
+
+// quotaDetail reads the session project's Neutron quotas with their usage.
+func (s *Session) quotaDetail(ctx context.Context, what string) (*quotas.QuotaDetailSet, error) {
 	var detail *quotas.QuotaDetailSet
 	err := s.retry.do(ctx, func(ctx context.Context) (err error) {
 		detail, err = quotas.GetDetail(ctx, s.network, s.projectID).Extract()
 		return err
 	})
 	if err != nil {
-		return Quota{}, s.wrap(err, "reading the port quota")
+		return nil, s.wrap(err, "reading %s", what)
 	}
-	return Quota{Limit: detail.Port.Limit, Used: detail.Port.Used, Reserved: detail.Port.Reserved}, nil
+	return detail, nil
 }

@@ -272,6 +272,7 @@ type VMCloud interface {
 	ProjectOfToken(ctx context.Context, token string) (string, error)
 	NetworkFacts
 	Sharer
+	RBACPolicyQuota
 	SecurityGroups
 }
 

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
@@ -50,6 +51,20 @@ type InUseError struct {
 
 func (e *InUseError) Error() string {
 	return fmt.Sprintf("RBAC policy %s is still in use (ports of the project remain on the network): %s", e.PolicyID, e.Answer)
+}
+
+// OverQuotaError is Neutron refusing a share because the VM project has
+// used its quota of RBAC policies (409 OverQuota): asking again will not
+// help until someone raises the quota or unshares.
+type OverQuotaError struct{ Err error }
+
+func (e *OverQuotaError) Error() string { return e.Err.Error() }
+func (e *OverQuotaError) Unwrap() error { return e.Err }
+
+// overQuota tells Neutron's quota refusal from its other conflicts.
+func overQuota(err error) bool {
+	var unexpected gophercloud.ErrUnexpectedResponseCode
+	return errors.As(err, &unexpected) && unexpected.Actual == http.StatusConflict && strings.Contains(string(unexpected.Body), "OverQuota")
 }
 
 // IsInUse says whether err is an *InUseError.
@@ -113,6 +128,9 @@ func (s *Session) Share(ctx context.Context, networkID, projectID string) (strin
 		}).Extract()
 		if err == nil {
 			return policy.ID, nil
+		}
+		if overQuota(err) {
+			return "", &OverQuotaError{Err: s.wrap(err, "sharing network %s with project %s", networkID, projectID)}
 		}
 		if !transient(err) && !gophercloud.ResponseCodeIs(err, http.StatusConflict) {
 			return "", s.wrap(err, "sharing network %s with project %s", networkID, projectID)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/networkipavailabilities"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/quotas"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/rules"
@@ -122,7 +123,7 @@ func TestFreeAddressesMatchNeutronsOwnAvailability(t *testing.T) {
 	g.Expect(subnet.ID).To(Equal(subnetID))
 	byNetwork, err := s.AddressesOnNetwork(ctx, networkID)
 	g.Expect(err).NotTo(HaveOccurred())
-	used := byNetwork[subnetID]
+	used := byNetwork[subnetID].All
 	free := openstack.FreeAddresses(subnet.AllocationPools, used)
 
 	availability, err := networkipavailabilities.Get(ctx, admin.Network, networkID).Extract()
@@ -182,6 +183,13 @@ func TestLoadBalancersOnASubnetAreFoundAndDeleted(t *testing.T) {
 	}, 60*time.Second, time.Second).Should(Equal("ACTIVE"))
 	g.Expect(openstack.IsInUse(sharer.Unshare(ctx, policy))).To(BeTrue())
 
+	// The VM project sees the VIP port on its network, of whatever project,
+	// as a load balancer's address, and counts it as used.
+	addresses, err := sharer.AddressesOnNetwork(ctx, networkID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(addresses[subnetID].LoadBalancers).To(ConsistOf(netip.MustParseAddr(found[0].VIP)))
+	g.Expect(addresses[subnetID].All).To(ContainElement(netip.MustParseAddr(found[0].VIP)))
+
 	g.Expect(lbs.DeleteCascade(ctx, onShared.ID)).To(Succeed())
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -232,6 +240,59 @@ func TestPortQuotaOfTheClusterProject(t *testing.T) {
 	after, err := s.Ports(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after.Used).To(Equal(before.Used + 1))
+}
+
+// TestRBACPolicyQuotaOfTheVMProject reads the quota every share takes one
+// of with the VM credential, and shows what Neutron does at the limit: the
+// next share is refused.
+func TestRBACPolicyQuotaOfTheVMProject(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	vm, admin, cluster := testbed.NewClients(t, testbed.VMProject), testbed.NewClients(t, testbed.Admin), testbed.NewClients(t, testbed.ClusterProject)
+	s := testbed.Session(t, testbed.VMProject, openstack.Options{})
+	before, err := s.RBACPolicies(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(before.Limit).NotTo(BeZero())
+
+	networkID, _ := vmNetwork(t, vm, "172.20.6.0/24", nil)
+	_, err = s.Share(ctx, networkID, cluster.ProjectID)
+	g.Expect(err).NotTo(HaveOccurred())
+	after, err := s.RBACPolicies(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(after.Used).To(Equal(before.Used + 1))
+
+	limit := after.Used + after.Reserved
+	_, err = quotas.Update(ctx, admin.Network, vm.ProjectID, quotas.UpdateOpts{RBACPolicy: &limit}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		_, _ = quotas.Update(ctx, admin.Network, vm.ProjectID, quotas.UpdateOpts{RBACPolicy: &before.Limit}).Extract()
+	})
+	full, err := s.RBACPolicies(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(full.Free()).To(HaveValue(BeZero()))
+	_, err = s.Share(ctx, networkID, admin.ProjectID)
+	g.Expect(err).To(MatchError(ContainSubstring("OverQuota")), "a new project's share needs a policy the VM project has not got")
+}
+
+// TestSubnetFactsCarryTheGatewayAndHostRoutes: what a node is handed on
+// its second interface.
+func TestSubnetFactsCarryTheGatewayAndHostRoutes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	vm := testbed.NewClients(t, testbed.VMProject)
+	n, err := networks.Create(ctx, vm.Network, networks.CreateOpts{Name: testbed.Name(t, "net")}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = networks.Delete(ctx, vm.Network, n.ID).ExtractErr() })
+	sn, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.20.7.0/24", IPVersion: 4,
+		HostRoutes: []subnets.HostRoute{{DestinationCIDR: "172.20.8.0/24", NextHop: "172.20.7.254"}}}).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, sn.ID).ExtractErr() })
+
+	facts, err := testbed.Session(t, testbed.VMProject, openstack.Options{}).Subnets(ctx, n.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(facts).To(HaveLen(1))
+	g.Expect(facts[0].Gateway).To(Equal(netip.MustParseAddr("172.20.7.1")), "openstack subnet create sets a gateway unless told not to")
+	g.Expect(facts[0].HostRoutes).To(Equal([]openstack.Route{{Destination: netip.MustParsePrefix("172.20.8.0/24"), NextHop: netip.MustParseAddr("172.20.7.254")}}))
 }
 
 // TestFaultsNeverDuplicateOrLoseAShare puts a fault injector in front of the

@@ -49,6 +49,13 @@ func TestEveryQuestionJudgesTheFactsOfItsRow(t *testing.T) {
 	stale := func(w *world) { w.sn.Status.LastRefreshTime = &metav1.Time{Time: w.now.Add(-time.Hour)} }
 	foreign := func(w *world) { w.project.KeystoneURL = "http://127.0.0.1:35357/" }
 	quota := func(w *world) { w.project.PortQuota = &openstack.Quota{Limit: 10, Used: 10} }
+	noPolicyLeft := func(w *world) {
+		w.sn.Status.RBACPolicies = &sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
+	}
+	shared := func(w *world) {
+		noPolicyLeft(w)
+		w.sn.Status.Shares = []sharednetv1.Share{{ProjectID: "cluster-project", RBACPolicyID: "rbac-1"}}
+	}
 	attachedWithLB := func(w *world) {
 		w.objs = append(w.objs, &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a")},
 			Spec:   sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: w.vmSubnet},
@@ -68,12 +75,17 @@ func TestEveryQuestionJudgesTheFactsOfItsRow(t *testing.T) {
 		{"attach, version and overlap and MTU at once", Attach, true, func(w *world) { oldVersion(w); overlapping(w); smallerMTU(w) }, []string{rules.RuleVersion, rules.RuleOverlap, rules.RuleMTU}, false, false},
 		{"attach, another Keystone", Attach, true, foreign, []string{rules.RuleSameCloud}, false, false},
 		{"attach, the project's port quota", Attach, true, quota, []string{rules.RuleCapacity}, false, false},
+		{"attach, a new share with no RBAC policy left", Attach, true, noPolicyLeft, []string{rules.RuleShareQuota}, false, false},
+		{"attach, the project's share reused needs no policy", Attach, true, shared, nil, false, false},
+		{"attach, a cluster being created: its project is asked before the share", Attach, false, noPolicyLeft, nil, false, false},
 		{"attach, stale facts read from Neutron", Attach, true, func(w *world) { stale(w); full(w) }, nil, false, false},
 		{"topology: the cache's rules only (no MTU, no capacity)", Topology, true, func(w *world) { smallerMTU(w); full(w) }, nil, false, false},
 		{"topology: overlap", Topology, true, overlapping, []string{rules.RuleOverlap}, false, false},
 		{"topology: not granted", Topology, false, ungranted, []string{rules.RuleGranted}, false, false},
 		{"before the share, no cluster network yet: waits", BeforeShare, false, smallerMTU, nil, true, false},
 		{"before the share: every rule", BeforeShare, true, func(w *world) { smallerMTU(w); full(w) }, []string{rules.RuleMTU, rules.RuleCapacity}, false, false},
+		{"before the share: no RBAC policy left", BeforeShare, true, noPolicyLeft, []string{rules.RuleShareQuota}, false, false},
+		{"grow: an attached nodegroup's share is made, no policy needed", Grow, true, noPolicyLeft, nil, false, false},
 		{"grow: no version, no overlap", Grow, true, func(w *world) { oldVersion(w); overlapping(w) }, nil, false, false},
 		{"grow: a revoked grant allows no more nodes", Grow, true, ungranted, []string{rules.RuleGranted}, false, false},
 		{"grow: room", Grow, true, full, []string{rules.RuleCapacity}, false, false},

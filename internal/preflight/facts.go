@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,8 +103,9 @@ type gathering struct {
 	facts Fact
 	n     rules.Nodegroup
 	res   *Resolution
-	// subnet is the subnet judged, on the network facts judged.
+	// subnet is the subnet judged, on the network facts judged (status).
 	subnet  string
+	status  *sharednetv1.SharedNetworkStatus
 	network *clusterNetwork // read once, when first needed
 	// The cluster's project, opened once per question.
 	opened  bool
@@ -203,7 +205,7 @@ func (c *Checker) network(ctx context.Context, g *gathering) (bool, error) {
 		return false, nil
 	}
 	subnet, v := rules.OneSubnet(sn.Name, status.SubnetIDs(), sn.Spec.Subnets, g.n.Subnet)
-	g.subnet = subnet
+	g.subnet, g.status = subnet, status
 	return v == nil, nil // the rules report v
 }
 
@@ -338,6 +340,24 @@ func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, 
 	}
 	ctrl.LoggerFrom(ctx).Info("verifying a cluster's project", "sharedNetwork", sn.Name, "error", err.Error())
 	return "", "", cannot
+}
+
+// shareQuota records the VM project's RBAC policy quota and whether the
+// attach needs a new share: the vouched project has none of the network in
+// the facts. Not judged without a vouched project (a cluster being created:
+// the attachment controller asks before it shares) or a quota the VM
+// credential may not read.
+func (c *Checker) shareQuota(_ context.Context, g *gathering) (bool, error) {
+	if g.project == "" || g.status == nil || g.status.RBACPolicies == nil {
+		return true, nil
+	}
+	q := g.status.RBACPolicies
+	if q.Used == nil || q.Limit == nil {
+		return true, nil
+	}
+	g.n.RBACPolicies = &rules.PolicyQuota{Used: int(*q.Used), Limit: int(*q.Limit)}
+	g.n.NewShare = !slices.ContainsFunc(g.status.Shares, func(s sharednetv1.Share) bool { return s.ProjectID == g.project })
+	return true, nil
 }
 
 // clusterMTU records the cluster network's MTU as Neutron says now; not

@@ -74,6 +74,10 @@ const (
 	// SharedNetwork's Keystone (same-cloud), its network's MTU, its port
 	// quota (cannot-ask when it does not answer).
 	ClusterProject
+	// ShareQuota is the VM project's RBAC policy quota, from the
+	// SharedNetwork's facts, and whether the cluster's vouched project has a
+	// share of the network yet (after ClusterProject).
+	ShareQuota
 	// ClusterMTU is the cluster network's MTU when Neutron tells it now
 	// (not judged otherwise).
 	ClusterMTU
@@ -91,9 +95,9 @@ var needs = map[Ask]struct {
 	check rules.Check
 	facts Fact
 }{
-	Attach:      {rules.CheckAttach, Grant | NetworkCurrent | Ranges | ClusterProject | Capacity},
+	Attach:      {rules.CheckAttach, Grant | NetworkCurrent | Ranges | ClusterProject | ShareQuota | Capacity},
 	Topology:    {rules.CheckAttach, Grant | NetworkStatus | Ranges},
-	BeforeShare: {rules.CheckAttach, ClusterNetworkMade | Grant | NetworkCurrent | Ranges | ClusterProject | Capacity},
+	BeforeShare: {rules.CheckAttach, ClusterNetworkMade | Grant | NetworkCurrent | Ranges | ClusterProject | ShareQuota | Capacity},
 	Grow:        {rules.CheckGrow, Grant | NetworkCurrent | ClusterProject | Capacity},
 	StillFits:   {rules.CheckFit, NetworkIfCurrent | ClusterMTU | Capacity},
 	Detach:      {rules.CheckDetach, LoadBalancers},
@@ -111,6 +115,7 @@ var gatherers = []struct {
 	{NetworkStatus | NetworkCurrent | NetworkIfCurrent, (*Checker).network},
 	{Ranges, (*Checker).ranges},
 	{ClusterProject, (*Checker).clusterProject},
+	{ShareQuota, (*Checker).shareQuota},
 	{ClusterMTU, (*Checker).clusterMTU},
 	{Capacity, (*Checker).capacity},
 	{LoadBalancers, (*Checker).loadBalancers},

@@ -104,6 +104,11 @@ type Nodegroup struct {
 	// PortQuotaFree is what the cluster project may still create; nil:
 	// unlimited or not known.
 	PortQuotaFree *int
+	// RBACPolicies is the VM project's RBAC policy quota (ShareQuota); nil:
+	// not judged. NewShare says the cluster's project has no share of the
+	// network yet.
+	RBACPolicies *PolicyQuota
+	NewShare     bool
 	// LoadBalancers are the cluster's load balancers on DetachSubnet.
 	DetachSubnet  string
 	LoadBalancers []sharednetv1.LoadBalancer
@@ -218,6 +223,9 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 	}
 	if n.ClusterMTU > 0 {
 		out = append(out, some(MTU(nw.Name, nw.MTU, n.ClusterMTU))...)
+	}
+	if n.RBACPolicies != nil {
+		out = append(out, some(ShareQuota(nw.Name, *n.RBACPolicies, n.NewShare))...)
 	}
 	if n.Size != nil {
 		self, v := n.consumer()

@@ -41,6 +41,9 @@ const (
 	// RuleCannotVerify: facts the decision needs cannot be read right now;
 	// nothing is admitted unchecked.
 	RuleCannotVerify = "cannot-verify"
+	// RuleShareQuota: a nodegroup whose project has no share of the
+	// network yet needs an RBAC policy the VM project's quota allows.
+	RuleShareQuota = "share-quota"
 	// RuleValue: a sharedNetwork value that is not {name, subnet}.
 	RuleValue = "value"
 )

@@ -33,6 +33,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/utils/ptr"
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -201,6 +202,12 @@ type Project struct {
 	OpenStackCluster *infrav1.OpenStackCluster
 	// PortQuota is the project's port quota; unlimited when nil.
 	PortQuota *openstack.Quota
+	// RBACPolicyLimit is the project's quota of RBAC policies (each share
+	// made with its credential uses one, as in Neutron); unlimited when nil.
+	RBACPolicyLimit *int
+	// RBACPolicyQuotaHidden: the cloud's policy does not let the project
+	// read its quota.
+	RBACPolicyQuotaHidden bool
 }
 
 var (
@@ -282,8 +289,22 @@ func (p *Project) Subnets(_ context.Context, networkID string) ([]openstack.Subn
 }
 
 // AddressesOnNetwork implements openstack.NetworkFacts (the fake holds no addresses).
-func (p *Project) AddressesOnNetwork(context.Context, string) (map[string][]netip.Addr, error) {
-	return map[string][]netip.Addr{}, p.Cloud.call("AddressesOnNetwork")
+func (p *Project) AddressesOnNetwork(context.Context, string) (map[string]openstack.Addresses, error) {
+	return map[string]openstack.Addresses{}, p.Cloud.call("AddressesOnNetwork")
+}
+
+// RBACPolicies implements openstack.RBACPolicyQuota: every share of the
+// cloud counts (the fake has one VM project).
+func (p *Project) RBACPolicies(context.Context) (openstack.Quota, error) {
+	unlock, err := p.Cloud.enter("RBACPolicies")
+	if err != nil {
+		return openstack.Quota{}, err
+	}
+	defer unlock()
+	if p.RBACPolicyQuotaHidden {
+		return openstack.Quota{}, &openstack.NotReadableError{What: "the RBAC policy quota"}
+	}
+	return openstack.Quota{Limit: ptr.Deref(p.RBACPolicyLimit, -1), Used: len(p.Cloud.shares)}, nil
 }
 
 // Ports implements openstack.PortQuota: PortQuota, unlimited when nil.
@@ -352,6 +373,9 @@ func (p *Project) Share(ctx context.Context, networkID, projectID string) (strin
 	defer unlock()
 	if id := p.Cloud.findShare(networkID, projectID); id != "" {
 		return id, nil
+	}
+	if p.RBACPolicyLimit != nil && len(p.Cloud.shares) >= *p.RBACPolicyLimit {
+		return "", &openstack.OverQuotaError{Err: fmt.Errorf("project %s: sharing network %s: OpenStack answered 409 {\"NeutronError\": {\"type\": \"OverQuota\"}}", p.ID, networkID)}
 	}
 	id := p.Cloud.id("rbac")
 	p.Cloud.shares[id] = share{network: networkID, project: projectID}
