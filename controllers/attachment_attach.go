@@ -121,9 +121,13 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 	share, err := r.share(ctx, s.cluster, s.sn, project)
 	if err != nil {
 		var refused *shareRefusedError
-		if errors.As(err, &refused) {
+		var noPolicyLeft *noPolicyLeftError
+		switch {
+		case errors.As(err, &noPolicyLeft):
+			r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonRBACPolicyQuotaExceeded, err.Error())
+		case errors.As(err, &refused):
 			r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, refused.reason, err.Error())
-		} else {
+		default:
 			r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonShareFailed, err.Error())
 		}
 		return reconcile.Result{RequeueAfter: pollRollout}, true, nil
@@ -213,6 +217,10 @@ type shareRefusedError struct {
 func (e *shareRefusedError) Error() string { return e.err.Error() }
 func (e *shareRefusedError) Unwrap() error { return e.err }
 
+// noPolicyLeftError is Neutron refusing the share for the VM project's
+// RBAC policy quota, in the cluster owner's words.
+type noPolicyLeftError struct{ error }
+
 // share finds or creates the RBAC share of the SharedNetwork's network with
 // the cluster's project, with the VM project's credential. The project is
 // the one the SharedNetwork's own Keystone vouches for
@@ -243,7 +251,7 @@ func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Clu
 		// Admission judged the quota on facts up to a resync old (or could
 		// not read it): the owner learns what the rule would have said.
 		_ = r.vmProjectFailed(ctx, sn, "sharing the network", err)
-		return nil, &shareRefusedError{reason: sharednetv1.ReasonRBACPolicyQuotaExceeded, err: fmt.Errorf(
+		return nil, &noPolicyLeftError{fmt.Errorf(
 			"sharing SharedNetwork %s with this cluster's project needs one more RBAC policy, but Neutron refused it: the VM project has used its quota; "+
 				"ask the cloud operator to raise quota rbac_policy of the VM project, or detach a project that no longer needs a network of it; retrying", sn.Name)}
 	}
