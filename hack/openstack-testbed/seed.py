@@ -21,6 +21,8 @@ SERVICE_PASS = "testbed-service"
 USERS = {
     "vm-user": ("vm-project", "testbed-vm", ["member", "load-balancer_member"]),
     "cluster-user": ("cluster-project", "testbed-cluster", ["member", "load-balancer_member"]),
+    # A second tenant: what two clusters of two projects cost the VM project.
+    "other-user": ("other-project", "testbed-other", ["member", "load-balancer_member"]),
 }
 # Service users get admin and service (Nova->Neutron with
 # service_token_roles_required needs the service role).
@@ -87,7 +89,7 @@ def identities():
                 conn.identity.create_endpoint(
                     service_id=service.id, interface=interface, url=url, region_id="RegionOne"
                 )
-    print("identities: admin, vm-project/vm-user, cluster-project/cluster-user, service users", SERVICE_USERS)
+    print("identities: admin, vm-project/vm-user, cluster-project/cluster-user, other-project/other-user, service users", SERVICE_USERS)
 
 
 def resources(id_file):

@@ -44,6 +44,7 @@ SERVICE_PASS=testbed-service
 ADMIN_PASS=testbed-admin
 VM_PASS=testbed-vm
 CLUSTER_PASS=testbed-cluster
+OTHER_PASS=testbed-other
 RABBIT_URL="rabbit://guest:guest@$IP:5672/" # guest may log in from loopback
 DATABASES=(keystone placement glance neutron nova_api nova nova_cell0 octavia)
 
@@ -656,7 +657,7 @@ write_clouds() {
     echo "# Written by hack/openstack-testbed/testbed.sh; the test bed on $IP."
     echo "clouds:"
     for entry in "admin admin admin $ADMIN_PASS" "vm-project vm-project vm-user $VM_PASS" \
-      "cluster-project cluster-project cluster-user $CLUSTER_PASS"; do
+      "cluster-project cluster-project cluster-user $CLUSTER_PASS" "other-project other-project other-user $OTHER_PASS"; do
       # shellcheck disable=SC2086 # split the entry into its four words
       set -- $entry
       cat <<EOF
@@ -860,7 +861,7 @@ cmd_start() {
   else
     seed ready "$WAIT" "$HOST" || die "nova-compute or the linuxbridge agent is not ready; see $LOGD/nova-compute.log and $LOGD/neutron-linuxbridge-agent.log"
   fi
-  log "ready in $((SECONDS - t0))s; clouds.yaml: $CLOUDS (clouds admin, vm-project, cluster-project); logs: $LOGD"
+  log "ready in $((SECONDS - t0))s; clouds.yaml: $CLOUDS (clouds admin, vm-project, cluster-project, other-project); logs: $LOGD"
 }
 
 discover_hosts() {

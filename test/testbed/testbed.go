@@ -42,6 +42,8 @@ const (
 	Admin          = "admin"
 	VMProject      = "vm-project"
 	ClusterProject = "cluster-project"
+	// OtherProject is a second tenant's project.
+	OtherProject = "other-project"
 )
 
 // CloudsYAML returns the test bed's clouds.yaml. Outside `make test` (the
