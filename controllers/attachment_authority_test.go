@@ -99,7 +99,7 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 		ObjectMeta: metav1.ObjectMeta{Name: "vm"},
 		Spec: sharednetv1.SharedNetworkSpec{Identity: sharednetv1.VMProjectIdentity{SecretName: "vm-creds", CloudName: "vm"}, NetworkID: network, Subnets: []string{subnet},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "yes"}}},
-		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: ptr.To[int64](200)}}, LastRefreshTime: &now,
+		Status: sharednetv1.SharedNetworkStatus{MTU: 1450, Subnets: []sharednetv1.SubnetStatus{{ID: subnet, CIDR: "172.16.5.0/24", FreeAddresses: ptr.To[int64](200), LoadBalancerAddresses: ptr.To[int64](3)}}, LastRefreshTime: &now,
 			Conditions: []metav1.Condition{{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonFactsCurrent, LastTransitionTime: now}}},
 	}
 	cluster := &clusterv1.Cluster{

@@ -58,6 +58,9 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 	// rolls out or once Attached (a 2-node rollout is some sixty reconciles).
 	last, ok := r.observed.Load(a.UID)
 	becomingAttached := rollout.Attached(m.carries) && a.Status.Phase != sharednetv1.PhaseAttached
+	if facts, known := s.sn.Status.Subnet(a.Spec.Subnet); known {
+		a.Status.SubnetLoadBalancerAddresses = facts.LoadBalancerAddresses
+	}
 	if !ok || last != s.sn.ResourceVersion || becomingAttached {
 		r.observeLoadBalancers(ctx, cluster, a)
 		r.observeCloudFits(ctx, s)

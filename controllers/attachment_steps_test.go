@@ -160,6 +160,7 @@ func TestRolloutIsMeasuredFromTheNodegroup(t *testing.T) {
 			g.Expect(ptr.Deref(a.Status.DesiredNodes, 0)).To(Equal(tt.desired))
 			g.Expect(ptr.Deref(a.Status.AttachedNodes, 0)).To(Equal(tt.wantAttached))
 			g.Expect(a.Status.Nodes).To(HaveLen(int(tt.wantAttached)))
+			g.Expect(a.Status.SubnetLoadBalancerAddresses).To(HaveValue(BeEquivalentTo(3)), "what load balancers hold on the subnet, from the SharedNetwork")
 			g.Expect(condition(a, sharednetv1.AttachedCondition).Status).To(Equal(map[bool]metav1.ConditionStatus{true: metav1.ConditionTrue, false: metav1.ConditionFalse}[tt.wantPhase == sharednetv1.PhaseAttached]))
 			ready := condition(a, sharednetv1.AttachmentReadyCondition)
 			g.Expect(ready.Status).To(Equal(tt.wantReady))

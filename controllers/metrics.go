@@ -40,10 +40,11 @@ var (
 	// nodegroups already using (or asking for) the subnet: per nodegroup,
 	// one address per node at its maximum size plus one per availability
 	// zone (a rolling update's surge), minus the addresses it holds
-	// (rules.Consumer.Headroom).
+	// (rules.Consumer.Headroom), plus the addresses kept for load balancers
+	// (spec.loadBalancerAddresses).
 	reservedAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "capo_sharednet_subnet_reserved_addresses",
-		Help: "Addresses of a shared subnet its nodegroups may still take: per nodegroup, its maximum size plus one per availability zone, minus the addresses it holds. Fewer free addresses than this: their growth is refused.",
+		Help: "Addresses of a shared subnet its nodegroups may still take (per nodegroup, its maximum size plus one per availability zone, minus the addresses it holds), plus those the SharedNetwork keeps for load balancers. Fewer free addresses than this: their growth is refused.",
 	}, []string{"sharednetwork", "subnet"})
 )
 

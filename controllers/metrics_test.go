@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -171,6 +172,27 @@ func TestSubnetMetricsSayWhetherTheSubnetFitsItsNodegroups(t *testing.T) {
 	big.Spec.Topology.Workers.MachineDeployments[0].Metadata.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = "10"
 	g.Expect(s.client.Update(ctx, big)).To(Succeed())
 	s.reconcile()
+	g.Expect(seriesOf(t, reservedAddresses)).To(Equal(map[string]float64{key: 16}))
+
+	// Addresses the administrator keeps for load balancers are reserved
+	// too, and the rule counts them the same way.
+	free := int32(ptr.Deref(facts.FreeAddresses, 0))
+	keep := func(n int32) {
+		sn := s.sharedNetwork()
+		sn.Spec.LoadBalancerAddresses = nil
+		if n > 0 {
+			sn.Spec.LoadBalancerAddresses = []sharednetv1.LoadBalancerAddresses{{Subnet: s.subnet, Keep: n}}
+		}
+		g.Expect(s.client.Update(ctx, sn)).To(Succeed())
+		s.reconcile()
+	}
+	keep(free - 16)
+	g.Expect(seriesOf(t, reservedAddresses)).To(Equal(map[string]float64{key: float64(free)}))
+	g.Expect(stillFits()).To(Succeed())
+	keep(free - 15)
+	g.Expect(seriesOf(t, freeAddresses)[key] - seriesOf(t, reservedAddresses)[key]).To(Equal(-1.0))
+	g.Expect(stillFits()).To(MatchError(ContainSubstring(fmt.Sprintf("and %d kept for load balancers", free-15))))
+	keep(0)
 	g.Expect(seriesOf(t, reservedAddresses)).To(Equal(map[string]float64{key: 16}))
 
 	// The subnet leaves the SharedNetwork: both series go at the next

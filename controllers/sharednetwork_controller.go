@@ -272,7 +272,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "cannot size the nodegroups of a shared subnet: its reserved-addresses series is left out", "sharedNetwork", sn.Name, "subnet", s.ID)
 		} else {
-			m.reserved = ptr.To(rules.Reserved(consumers))
+			m.reserved = ptr.To(rules.Reserved(consumers) + sn.Spec.KeptForLoadBalancers(s.ID))
 		}
 		out = append(out, m)
 	}

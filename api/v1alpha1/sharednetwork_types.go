@@ -385,6 +385,17 @@ func (sn *SharedNetwork) FreshFor(now time.Time, maxAge time.Duration) time.Dura
 	return max(0, maxAge-now.Sub(sn.Status.LastRefreshTime.Time))
 }
 
+// KeptForLoadBalancers is how many free addresses of subnet nodegroups may
+// not take (spec.loadBalancerAddresses); 0 when none are kept.
+func (s *SharedNetworkSpec) KeptForLoadBalancers(subnet string) int {
+	for _, k := range s.LoadBalancerAddresses {
+		if k.Subnet == subnet {
+			return int(k.Keep)
+		}
+	}
+	return 0
+}
+
 // SubnetIDs are the IDs of the subnets whose facts are known.
 func (s *SharedNetworkStatus) SubnetIDs() []string {
 	ids := make([]string, 0, len(s.Subnets))

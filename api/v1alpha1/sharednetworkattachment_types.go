@@ -229,6 +229,14 @@ type SharedNetworkAttachmentStatus struct {
 	// +kubebuilder:validation:MaxItems=1000
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
 
+	// subnetLoadBalancerAddresses are the addresses load balancers' ports
+	// (VIPs and amphorae's VRRP ports, of every cluster) hold on the shared
+	// subnet, as the SharedNetwork last read them: the nodegroup's nodes
+	// and those load balancers share the subnet's allocation pools.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SubnetLoadBalancerAddresses *int64 `json:"subnetLoadBalancerAddresses,omitempty"`
+
 	// unattributedLoadBalancers are load balancers of the cluster's project
 	// on the shared subnet that no cluster's cloud controller manager made
 	// (no kube_service_ name or tag): reported, never deleted by the

@@ -291,6 +291,11 @@ func (in *SharedNetworkAttachmentStatus) DeepCopyInto(out *SharedNetworkAttachme
 		*out = make([]LoadBalancer, len(*in))
 		copy(*out, *in)
 	}
+	if in.SubnetLoadBalancerAddresses != nil {
+		in, out := &in.SubnetLoadBalancerAddresses, &out.SubnetLoadBalancerAddresses
+		*out = new(int64)
+		**out = **in
+	}
 	if in.UnattributedLoadBalancers != nil {
 		in, out := &in.UnattributedLoadBalancers, &out.UnattributedLoadBalancers
 		*out = make([]LoadBalancer, len(*in))

@@ -217,7 +217,8 @@ func networkOf(sn *sharednetv1.SharedNetwork, status *sharednetv1.SharedNetworkS
 		if err != nil {
 			return nw, fmt.Sprintf("SharedNetwork %s status: subnet %s has CIDR %q (%v); nothing was changed, retry when its controller has read it again", sn.Name, s.ID, s.CIDR, err)
 		}
-		nw.Subnets = append(nw.Subnets, rules.Subnet{ID: s.ID, CIDR: cidr, FreeAddresses: int(ptr.Deref(s.FreeAddresses, 0))})
+		nw.Subnets = append(nw.Subnets, rules.Subnet{ID: s.ID, CIDR: cidr, FreeAddresses: int(ptr.Deref(s.FreeAddresses, 0)),
+			KeptForLoadBalancers: sn.Spec.KeptForLoadBalancers(s.ID)})
 	}
 	return nw, ""
 }

@@ -97,6 +97,9 @@ func Reserved(consumers []Consumer) int {
 type CapacityInput struct {
 	Subnet        string
 	FreeAddresses int        // free addresses in the subnet's allocation pools (pool size minus used)
+	// KeptForLoadBalancers are free addresses the administrator keeps for
+	// the next load balancers (SharedNetwork spec.loadBalancerAddresses).
+	KeptForLoadBalancers int
 	New           Consumer   // the nodegroup being attached (Attached may be >0 on a re-check)
 	Others        []Consumer // every other nodegroup, of all clusters, using the subnet
 	PortQuotaFree *int       // ports the cluster project may still create; nil = unknown/unlimited
@@ -111,8 +114,8 @@ func Capacity(in CapacityInput) *Violation {
 	fail := func(format string, a ...any) *Violation {
 		return &Violation{Rule: RuleCapacity, Field: FieldSubnet, Message: fmt.Sprintf(format, a...)}
 	}
-	need, reserved := in.New.Headroom(), Reserved(in.Others)
-	if in.FreeAddresses < need+reserved {
+	need, reserved, kept := in.New.Headroom(), Reserved(in.Others), in.KeptForLoadBalancers
+	if in.FreeAddresses < need+reserved+kept {
 		var others []string
 		for _, o := range byName(in.Others) {
 			if h := o.Headroom(); h > 0 {
@@ -127,10 +130,14 @@ func Capacity(in CapacityInput) *Violation {
 		if len(others) > 0 {
 			reservedBy = " (" + strings.Join(others, ", ") + ")"
 		}
-		return fail("subnet %s has %d free addresses in its allocation pools, but nodegroup %s needs %d (max size %d + %d availability zone(s)%s) and other nodegroups still reserve %d%s; "+
+		keptBy := ""
+		if kept > 0 {
+			keptBy = fmt.Sprintf(", and %d kept for load balancers", kept)
+		}
+		return fail("subnet %s has %d free addresses in its allocation pools, but nodegroup %s needs %d (max size %d + %d availability zone(s)%s) and other nodegroups still reserve %d%s%s; "+
 			"use a larger subnet or allocation pool (%d more addresses), or lower the nodegroup's max size",
-			in.Subnet, in.FreeAddresses, in.New.Name, need, in.New.MaxSize, in.New.zones(), attached, reserved, reservedBy,
-			need+reserved-in.FreeAddresses)
+			in.Subnet, in.FreeAddresses, in.New.Name, need, in.New.MaxSize, in.New.zones(), attached, reserved, reservedBy, keptBy,
+			need+reserved+kept-in.FreeAddresses)
 	}
 	if in.PortQuotaFree != nil && *in.PortQuotaFree < need {
 		return fail("the cluster project's port quota allows %d more ports, but nodegroup %s needs %d on subnet %s (max size %d + %d availability zone(s)); "+

@@ -128,6 +128,8 @@ type Subnet struct {
 	ID            string
 	CIDR          netip.Prefix
 	FreeAddresses int
+	// KeptForLoadBalancers are free addresses no nodegroup may take.
+	KeptForLoadBalancers int
 }
 
 // Size is how much of a subnet a nodegroup may take.
@@ -232,7 +234,8 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		if v != nil {
 			return append(out, v)
 		}
-		out = append(out, some(Capacity(CapacityInput{Subnet: id, FreeAddresses: subnet.FreeAddresses, New: self, Others: n.Others, PortQuotaFree: n.PortQuotaFree}))...)
+		out = append(out, some(Capacity(CapacityInput{Subnet: id, FreeAddresses: subnet.FreeAddresses, KeptForLoadBalancers: subnet.KeptForLoadBalancers,
+			New: self, Others: n.Others, PortQuotaFree: n.PortQuotaFree}))...)
 	}
 	return out
 }

@@ -188,7 +188,15 @@ func TestSharedNetworkFieldsThatWouldMoveNodegroupsAreImmutable(t *testing.T) {
 		})
 	}
 
-	err := change(func(s *sharednetv1.SharedNetwork) { s.Spec.NetworkID = "00000000-0000-4000-8000-000000000009" })
+	err := change(func(s *sharednetv1.SharedNetwork) {
+		s.Spec.LoadBalancerAddresses = []sharednetv1.LoadBalancerAddresses{{Subnet: "00000000-0000-4000-8000-000000000003", Keep: 4}}
+	})
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.loadBalancerAddresses[].subnet must be one of spec.subnets"), ContainSubstring("add the subnet to spec.subnets"))))
+	g.Expect(change(func(s *sharednetv1.SharedNetwork) {
+		s.Spec.LoadBalancerAddresses = []sharednetv1.LoadBalancerAddresses{{Subnet: s.Spec.Subnets[0], Keep: 4}}
+	})).To(Succeed(), "addresses kept on an offered subnet")
+
+	err = change(func(s *sharednetv1.SharedNetwork) { s.Spec.NetworkID = "00000000-0000-4000-8000-000000000009" })
 	g.Expect(err).To(MatchError(And(ContainSubstring("spec.networkID is immutable"), ContainSubstring("create a new SharedNetwork"))))
 	g.Eventually(func() error {
 		return change(func(s *sharednetv1.SharedNetwork) { s.Spec.Identity.CloudName = "other" })
