@@ -100,7 +100,7 @@ func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
 		g.Expect(f.FreeAddresses).To(HaveValue(BeEquivalentTo(19)))
 	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
 
-	t.Run("steady state: one resync costs four requests", func(t *testing.T) {
+	t.Run("steady state: one resync costs four requests on the network and one for the VM project's quota", func(t *testing.T) {
 		g := NewWithT(t)
 		last := get(g).Status.LastRefreshTime.Time
 		g.Eventually(func() time.Time { return get(g).Status.LastRefreshTime.Time }, 3*resync, 200*time.Millisecond).Should(BeTemporally(">", last))
@@ -109,13 +109,16 @@ func TestSharedNetworkStatusFollowsNeutron(t *testing.T) {
 		g.Eventually(func() time.Time { return get(g).Status.LastRefreshTime.Time }, 3*resync, 200*time.Millisecond).Should(BeTemporally(">", last))
 		// Other tests' SharedNetworks resync too: count this network's requests.
 		var seen []string
+		quota := false
 		for _, r := range openstackRequests.Reset() {
 			if strings.Contains(r, n.ID) {
 				seen = append(seen, r)
 			}
+			quota = quota || strings.Contains(r, "/quotas/"+vm.ProjectID+"/details")
 		}
 		t.Logf("requests in one resync: %d %v", len(seen), seen)
 		g.Expect(seen).To(HaveLen(4), "network, subnets, ports and shares; no new token")
+		g.Expect(quota).To(BeTrue(), "the VM project's RBAC policy quota is read with the facts")
 	})
 
 	t.Run("a changed MTU shows within one resync", func(t *testing.T) {
