@@ -232,7 +232,7 @@ func TestNoShareWithoutAnRBACPolicyLeft(t *testing.T) {
 		s := newAuthorityStory(t, true, nil)
 		sn := &sharednetv1.SharedNetwork{}
 		g.Expect(s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn)).To(Succeed())
-		sn.Status.RBACPolicies = &sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
+		sn.Status.RBACPolicies = sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
 		g.Expect(s.client.Status().Update(context.Background(), sn)).To(Succeed())
 		s.reconcile()
 		a := s.attachment("md-a")

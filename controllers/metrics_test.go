@@ -258,7 +258,7 @@ func TestTheVMProjectsRBACPoliciesAreInStatusAndMetrics(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	s.reconcile()
-	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(Equal(&sharednetv1.QuotaUsage{Used: ptr.To[int32](3), Limit: ptr.To[int32](10)}))
+	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(Equal(sharednetv1.QuotaUsage{Used: ptr.To[int32](3), Limit: ptr.To[int32](10)}))
 	g.Expect(s.ready().Message).To(ContainSubstring("the VM project uses 3 of 10 RBAC policies"))
 	g.Expect(seriesOf(t, policiesUsed)).To(Equal(map[string]float64{"vm/": 3}))
 	g.Expect(seriesOf(t, policiesLimit)).To(Equal(map[string]float64{"vm/": 10}))
@@ -268,6 +268,6 @@ func TestTheVMProjectsRBACPoliciesAreInStatusAndMetrics(t *testing.T) {
 	s.reconcile()
 	g.Expect(s.ready().Status).To(Equal(metav1.ConditionTrue), "the other facts are current")
 	g.Expect(s.ready().Message).To(ContainSubstring("not readable with its credential"))
-	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(BeNil())
+	g.Expect(s.sharedNetwork().Status.RBACPolicies).To(BeZero())
 	g.Expect(seriesOf(t, policiesUsed)).To(BeEmpty())
 }

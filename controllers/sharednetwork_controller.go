@@ -245,9 +245,9 @@ func (r *SharedNetworkReconciler) setFacts(sn *sharednetv1.SharedNetwork, facts 
 
 // policiesMessage says how many RBAC policies the VM project uses, or that
 // its credential may not read its quota (so no attach is refused for it).
-func policiesMessage(q *sharednetv1.QuotaUsage) string {
+func policiesMessage(q sharednetv1.QuotaUsage) string {
 	switch {
-	case q == nil:
+	case q.Used == nil || q.Limit == nil:
 		return "the VM project's RBAC policy quota is not readable with its credential: attaches are not checked against it (rule share-quota)"
 	case ptr.Deref(q.Limit, -1) < 0:
 		return fmt.Sprintf("the VM project uses %d RBAC policies (no limit)", ptr.Deref(q.Used, 0))
@@ -277,7 +277,7 @@ func (r *SharedNetworkReconciler) publishMetrics(ctx context.Context, sn *shared
 		out = append(out, m)
 	}
 	publishSubnets(sn.Name, out)
-	publishPolicies(sn.Name, sn.Status.RBACPolicies)
+	publishPolicies(sn.Name, &sn.Status.RBACPolicies)
 }
 
 func (r *SharedNetworkReconciler) consumers(ctx context.Context, name string) ([]sharednetv1.Consumer, error) {

@@ -159,7 +159,7 @@ type SharedNetworkStatus struct {
 	// every share takes one of, across all its networks; unset while it is
 	// not known (never read, or the VM credential may not read its quota).
 	// +optional
-	RBACPolicies *QuotaUsage `json:"rbacPolicies,omitempty"`
+	RBACPolicies QuotaUsage `json:"rbacPolicies,omitempty,omitzero"`
 
 	// consumers are the nodegroups attached or being attached. Sized for a
 	// management cluster whose nodegroups all use one network (500 clusters

@@ -400,11 +400,7 @@ func (in *SharedNetworkStatus) DeepCopyInto(out *SharedNetworkStatus) {
 		*out = make([]Share, len(*in))
 		copy(*out, *in)
 	}
-	if in.RBACPolicies != nil {
-		in, out := &in.RBACPolicies, &out.RBACPolicies
-		*out = new(QuotaUsage)
-		(*in).DeepCopyInto(*out)
-	}
+	in.RBACPolicies.DeepCopyInto(&out.RBACPolicies)
 	if in.Consumers != nil {
 		in, out := &in.Consumers, &out.Consumers
 		*out = make([]Consumer, len(*in))

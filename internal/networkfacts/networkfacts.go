@@ -23,8 +23,8 @@ package networkfacts
 import (
 	"context"
 	"errors"
-	"math"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -114,18 +114,18 @@ func Read(ctx context.Context, cloud Cloud, sn *sharednetv1.SharedNetwork) (shar
 	return out, nil
 }
 
-// rbacPolicies is the VM project's RBAC policy quota; nil when the
+// rbacPolicies is the VM project's RBAC policy quota; zero (unset) when the
 // credential may not read it.
-func rbacPolicies(ctx context.Context, cloud Cloud) (*sharednetv1.QuotaUsage, error) {
+func rbacPolicies(ctx context.Context, cloud Cloud) (sharednetv1.QuotaUsage, error) {
 	q, err := cloud.RBACPolicies(ctx)
 	var notReadable *openstack.NotReadableError
 	switch {
 	case errors.As(err, &notReadable):
-		return nil, nil
+		return sharednetv1.QuotaUsage{}, nil
 	case err != nil:
-		return nil, err
+		return sharednetv1.QuotaUsage{}, err
 	}
-	return &sharednetv1.QuotaUsage{Used: ptr.To(clamp32(q.Used + q.Reserved)), Limit: ptr.To(clamp32(max(q.Limit, -1)))}, nil
+	return sharednetv1.QuotaUsage{Used: ptr.To(clamp32(q.Used + q.Reserved)), Limit: ptr.To(clamp32(max(q.Limit, -1)))}, nil
 }
 
 func clamp32(n int) int32 { return int32(min(n, math.MaxInt32)) }

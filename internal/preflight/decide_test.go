@@ -50,7 +50,7 @@ func TestEveryQuestionJudgesTheFactsOfItsRow(t *testing.T) {
 	foreign := func(w *world) { w.project.KeystoneURL = "http://127.0.0.1:35357/" }
 	quota := func(w *world) { w.project.PortQuota = &openstack.Quota{Limit: 10, Used: 10} }
 	noPolicyLeft := func(w *world) {
-		w.sn.Status.RBACPolicies = &sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
+		w.sn.Status.RBACPolicies = sharednetv1.QuotaUsage{Used: ptr.To[int32](10), Limit: ptr.To[int32](10)}
 	}
 	shared := func(w *world) {
 		noPolicyLeft(w)

@@ -349,7 +349,7 @@ func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, 
 // the attachment controller asks before it shares) or a quota the VM
 // credential may not read.
 func (c *Checker) shareQuota(_ context.Context, g *gathering) (bool, error) {
-	if g.project == "" || g.status == nil || g.status.RBACPolicies == nil {
+	if g.project == "" || g.status == nil {
 		return true, nil
 	}
 	q := g.status.RBACPolicies

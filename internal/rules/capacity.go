@@ -96,13 +96,13 @@ func Reserved(consumers []Consumer) int {
 // CapacityInput are the facts the capacity rule needs.
 type CapacityInput struct {
 	Subnet        string
-	FreeAddresses int        // free addresses in the subnet's allocation pools (pool size minus used)
+	FreeAddresses int // free addresses in the subnet's allocation pools (pool size minus used)
 	// KeptForLoadBalancers are free addresses the administrator keeps for
 	// the next load balancers (SharedNetwork spec.loadBalancerAddresses).
 	KeptForLoadBalancers int
-	New           Consumer   // the nodegroup being attached (Attached may be >0 on a re-check)
-	Others        []Consumer // every other nodegroup, of all clusters, using the subnet
-	PortQuotaFree *int       // ports the cluster project may still create; nil = unknown/unlimited
+	New                  Consumer   // the nodegroup being attached (Attached may be >0 on a re-check)
+	Others               []Consumer // every other nodegroup, of all clusters, using the subnet
+	PortQuotaFree        *int       // ports the cluster project may still create; nil = unknown/unlimited
 }
 
 // Capacity checks that the subnet has room for the new nodegroup at its

@@ -41,10 +41,10 @@ func TestShareQuota(t *testing.T) {
 			g := NewWithT(t)
 			v := ShareQuota("vm-net", tc.quota, tc.newShare)
 			if !tc.refused {
-				g.Expect(v).To(BeNil())
+				g.Expect(v).ToNot(HaveOccurred())
 				return
 			}
-			g.Expect(v).NotTo(BeNil())
+			g.Expect(v).To(HaveOccurred())
 			g.Expect(v.Rule).To(Equal(RuleShareQuota))
 			g.Expect(v.Field).To(Equal(FieldName))
 			g.Expect(v.Message).To(And(ContainSubstring("vm-net"),

@@ -78,7 +78,7 @@ func TestANewShareNeedsAnRBACPolicyTheVMProjectHas(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), sn)).To(Succeed())
 		g.Expect(meta.IsStatusConditionTrue(sn.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue())
-		g.Expect(sn.Status.RBACPolicies).To(Equal(&sharednetv1.QuotaUsage{Used: ptr.To(int32(limit)), Limit: ptr.To(int32(limit))}))
+		g.Expect(sn.Status.RBACPolicies).To(Equal(sharednetv1.QuotaUsage{Used: ptr.To(int32(limit)), Limit: ptr.To(int32(limit))}))
 		g.Expect(sn.Status.Shares).To(ConsistOf(sharednetv1.Share{ProjectID: first.ProjectID, RBACPolicyID: policy}))
 	}, 3*resync+10*time.Second, 250*time.Millisecond).Should(Succeed(), "the SharedNetwork shows the quota used up")
 
