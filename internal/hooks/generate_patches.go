@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,17 +30,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/attachments"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/nodeconfig"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
-const machineDeploymentInfraRefPath = "spec.template.spec.infrastructureRef"
+const (
+	machineDeploymentInfraRefPath     = "spec.template.spec.infrastructureRef"
+	machineDeploymentBootstrapRefPath = "spec.template.spec.bootstrap.configRef"
+)
 
 // GeneratePatches adds the shared port to the OpenStackMachineTemplate of each
 // MachineDeployment topology whose override sets `sharedNetwork`, and to no
@@ -49,7 +55,9 @@ const machineDeploymentInfraRefPath = "spec.template.spec.infrastructureRef"
 // being created), and a port is only ever dropped from a nodegroup none of
 // whose machines has a server. A transient error, a restart or a lost status
 // therefore never drops a port (that would be a second, unwanted rollout); an
-// error fails the call instead, which leaves every template as it is.
+// error fails the call instead, which leaves every template as it is. The
+// nodegroup's KubeadmConfigTemplate gains the node label and the route
+// script with the port (bootstrapFor), so both templates rotate together.
 func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.GeneratePatchesRequest, resp *runtimehooksv1.GeneratePatchesResponse) {
 	log := ctrl.LoggerFrom(ctx)
 	cluster, err := builtins(req.Variables)
@@ -58,33 +66,57 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 		return
 	}
 	reads := &callReads{resolved: map[sharednetv1.SharedNetworkVariable]preflight.Resolution{}}
+	// The infrastructure templates first: each nodegroup's port decides
+	// what its bootstrap template carries, patched in the same call so that
+	// CAPI rotates both in one MachineDeployment update (one rollout).
+	decided := map[string]attachDecision{}
 	for i := range req.Items {
 		item := &req.Items[i]
 		if !isMachineDeploymentInfraTemplate(item.HolderReference) {
 			continue
 		}
-		port, err := h.sharedPortFor(ctx, reads, cluster.Cluster, item)
+		d, err := h.sharedPortFor(ctx, reads, cluster.Cluster, item)
 		if err != nil {
 			fail(resp, fmt.Errorf("cluster %s/%s, %s: %w", cluster.Cluster.Namespace, cluster.Cluster.Name, item.HolderReference.Name, err))
 			return
 		}
-		if port == nil {
+		if d.port == nil {
 			continue
 		}
-		ops, err := sharedport.Inject(item.Object.Raw, *port)
-		if err != nil {
-			fail(resp, err)
-			return
-		}
-		patch, err := json.Marshal(ops)
+		decided[item.HolderReference.Name] = d
+		ops, err := sharedport.Inject(item.Object.Raw, *d.port)
 		if err != nil {
 			fail(resp, err)
 			return
 		}
 		log.V(4).Info("adding the shared port", "machineDeployment", item.HolderReference.Name)
-		resp.Items = append(resp.Items, runtimehooksv1.GeneratePatchesResponseItem{
-			UID: item.UID, PatchType: runtimehooksv1.JSONPatchType, Patch: patch,
-		})
+		if !respond(resp, item, ops) {
+			return
+		}
+	}
+	for i := range req.Items {
+		item := &req.Items[i]
+		d, ok := decided[item.HolderReference.Name]
+		if !ok || !isMachineDeploymentBootstrapTemplate(item.HolderReference) {
+			continue
+		}
+		additions, err := h.bootstrapFor(ctx, item.HolderReference, d)
+		if err != nil {
+			fail(resp, fmt.Errorf("cluster %s/%s, %s: %w", cluster.Cluster.Namespace, cluster.Cluster.Name, item.HolderReference.Name, err))
+			return
+		}
+		if additions == nil {
+			continue
+		}
+		ops, err := nodeconfig.Inject(item.Object.Raw, *additions)
+		if err != nil {
+			fail(resp, err)
+			return
+		}
+		log.V(4).Info("adding the node label and the route script", "machineDeployment", item.HolderReference.Name)
+		if !respond(resp, item, ops) {
+			return
+		}
 	}
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 }
@@ -93,28 +125,103 @@ func isMachineDeploymentInfraTemplate(ref runtimehooksv1.HolderReference) bool {
 	return ref.Kind == "MachineDeployment" && ref.FieldPath == machineDeploymentInfraRefPath
 }
 
-// sharedPortFor decides the port of one MachineDeployment's template, or nil.
-func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster *runtimehooksv1.ClusterBuiltins, item *runtimehooksv1.GeneratePatchesRequestItem) (*infrav1.PortOpts, error) {
+func isMachineDeploymentBootstrapTemplate(ref runtimehooksv1.HolderReference) bool {
+	return ref.Kind == "MachineDeployment" && ref.FieldPath == machineDeploymentBootstrapRefPath
+}
+
+// respond adds the JSON patch of one template to the response; false (and a
+// failed response) if it cannot be written.
+func respond(resp *runtimehooksv1.GeneratePatchesResponse, item *runtimehooksv1.GeneratePatchesRequestItem, ops []sharedport.Operation) bool {
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		fail(resp, err)
+		return false
+	}
+	resp.Items = append(resp.Items, runtimehooksv1.GeneratePatchesResponseItem{
+		UID: item.UID, PatchType: runtimehooksv1.JSONPatchType, Patch: patch,
+	})
+	return true
+}
+
+// attachDecision is a nodegroup's shared port, and the SharedNetwork it was
+// resolved from this call (nil when the port is the one the nodegroup
+// carries).
+type attachDecision struct {
+	port          *infrav1.PortOpts
+	sharedNetwork *sharednetv1.SharedNetwork
+}
+
+// bootstrapFor decides what the bootstrap template of a nodegroup with a
+// shared port carries: this version's label and route script when its
+// infrastructure template changes in this call (the nodegroup rolls anyway:
+// created, attached, or moved), else exactly what its current bootstrap
+// template carries, so that neither an upgrade of the extension nor a
+// nodegroup attached before it replaces a node.
+func (h *Handlers) bootstrapFor(ctx context.Context, holder runtimehooksv1.HolderReference, d attachDecision) (*nodeconfig.Additions, error) {
+	md := &clusterv1.MachineDeployment{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	carried, _, err := h.carriedPort(ctx, holder)
+	if err != nil {
+		return nil, err
+	}
+	if carried == nil || !apiequality.Semantic.DeepEqual(*carried, *d.port) {
+		if d.sharedNetwork == nil {
+			return nil, nil
+		}
+		return ptr.To(nodeconfig.For(d.sharedNetwork.Name, subnetCIDR(d.sharedNetwork, d.port))), nil
+	}
+	ref := md.Spec.Template.Spec.Bootstrap.ConfigRef
+	if ref.Kind != "KubeadmConfigTemplate" || ref.Name == "" {
+		return nil, nil
+	}
+	kct := &bootstrapv1.KubeadmConfigTemplate{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: ref.Name}, kct); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return nodeconfig.Carried(kct), nil
+}
+
+// subnetCIDR is the CIDR of the port's subnet as the SharedNetwork last read
+// it; "" when not read.
+func subnetCIDR(sn *sharednetv1.SharedNetwork, port *infrav1.PortOpts) string {
+	if len(port.FixedIPs) == 0 || port.FixedIPs[0].Subnet == nil {
+		return ""
+	}
+	id := ptr.Deref(port.FixedIPs[0].Subnet.ID, "")
+	for _, s := range sn.Status.Subnets {
+		if s.ID == id {
+			return s.CIDR
+		}
+	}
+	return ""
+}
+
+// sharedPortFor decides the port of one MachineDeployment's template (none:
+// a nil port).
+func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster *runtimehooksv1.ClusterBuiltins, item *runtimehooksv1.GeneratePatchesRequestItem) (attachDecision, error) {
 	// Only the MachineDeployment's own overrides count: a cluster-level value
 	// (refused at admission) attaches nothing.
+	none := attachDecision{}
 	value, err := variables.FromHookVariables(item.Variables)
 	if err != nil || value == nil {
-		return nil, err
+		return none, err
 	}
 	md, err := builtins(item.Variables)
 	if err != nil || md.MachineDeployment == nil {
-		return nil, fmt.Errorf("reading builtin.machineDeployment: %v", err)
+		return none, fmt.Errorf("reading builtin.machineDeployment: %v", err)
 	}
 	attachment, err := h.attachmentOf(ctx, cluster, md.MachineDeployment.TopologyName)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if spec := attachment.Spec; attachment.ShareEstablished() && spec.SharedNetwork == value.Name &&
 		spec.Subnet != "" && (value.Subnet == "" || spec.Subnet == value.Subnet) {
 		// Shared with the cluster's project for this nodegroup.
 		res, err := h.resolve(ctx, reads, cluster.Namespace, sharednetv1.SharedNetworkVariable{Name: value.Name, Subnet: spec.Subnet})
 		if desired := grantedPort(res, spec.Subnet); desired != nil || err != nil {
-			return desired, err
+			return attachDecision{port: desired, sharedNetwork: res.SharedNetwork}, err
 		}
 	}
 	// Read only now: a nodegroup whose share is established (every attached
@@ -122,7 +229,7 @@ func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster 
 	// carries.
 	carried, exists, err := h.carriedPort(ctx, item.HolderReference)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	refused := refusedBeforeShare(attachment)
 	if carried != nil {
@@ -135,10 +242,10 @@ func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster 
 		if refused {
 			running, err := h.anyServer(ctx, item.HolderReference)
 			if err != nil || !running {
-				return nil, err
+				return none, err
 			}
 		}
-		return carried, nil
+		return attachDecision{port: carried}, nil
 	}
 	if !exists && !refused {
 		// A nodegroup being created (with its Cluster, or added to one) gets
@@ -150,9 +257,9 @@ func (h *Handlers) sharedPortFor(ctx context.Context, reads *callReads, cluster 
 		// No port for a value that names no subnet: admission and the
 		// attachment's Shared condition report it.
 		res, err := h.resolve(ctx, reads, cluster.Namespace, *value)
-		return grantedPort(res, res.Subnet), err
+		return attachDecision{port: grantedPort(res, res.Subnet), sharedNetwork: res.SharedNetwork}, err
 	}
-	return nil, nil
+	return none, nil
 }
 
 // callReads memoises what the nodegroups of one GeneratePatches call

@@ -27,14 +27,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/nodeconfig"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 )
@@ -89,6 +92,13 @@ func attachment(shared bool, reason string) client.Object {
 
 func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse {
 	t.Helper()
+	return generateWith(t, h, false)
+}
+
+// generateWith is md-a's call, with its bootstrap template too when
+// bootstrap is set (as CAPI sends it: after the infrastructure template).
+func generateWith(t *testing.T, h *Handlers, bootstrap bool) *runtimehooksv1.GeneratePatchesResponse {
+	t.Helper()
 	raw := func(v any) apiextensionsv1.JSON { return rawJSON(t, v) }
 	req := &runtimehooksv1.GeneratePatchesRequest{
 		Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: raw(runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}},
@@ -101,6 +111,12 @@ func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse
 				{Name: sharednetv1.VariableName, Value: raw(map[string]string{"name": "vm"})},
 			},
 		}},
+	}
+	if bootstrap {
+		item := req.Items[0]
+		item.UID, item.HolderReference.FieldPath = "md-a-bootstrap", machineDeploymentBootstrapRefPath
+		item.Object = runtime.RawExtension{Raw: []byte(`{"kind":"KubeadmConfigTemplate","spec":{"template":{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"cloud-provider","value":"external"}]}}}}}}`)}
+		req.Items = append(req.Items, item)
 	}
 	resp := &runtimehooksv1.GeneratePatchesResponse{}
 	h.GeneratePatches(context.Background(), req, resp)
@@ -211,5 +227,71 @@ func TestGeneratePatchesDecidesEachNodegroupOfOneCallOnItsOwnSubnet(t *testing.T
 	for i, uid := range []types.UID{"md-a", "md-c"} {
 		g.Expect(resp.Items[i].UID).To(Equal(uid))
 		g.Expect(string(resp.Items[i].Patch)).To(MatchJSON(wantPatch))
+	}
+}
+
+// withBootstrap gives md-a's MachineDeployment (in objs) a current
+// KubeadmConfigTemplate carrying carried (nil: nothing of the extension).
+func withBootstrap(objs []client.Object, carried *nodeconfig.Additions) []client.Object {
+	kct := &bootstrapv1.KubeadmConfigTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo-md-a-bootstrap-1"}}
+	if carried != nil {
+		spec := &kct.Spec.Template.Spec
+		spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr.To(nodeconfig.LabelKey + "=" + carried.Label)}}
+		spec.Files = []bootstrapv1.File{{Path: nodeconfig.ScriptPath, Content: carried.Script}}
+		spec.PreKubeadmCommands = []string{carried.Command}
+	}
+	for _, o := range objs {
+		if md, ok := o.(*clusterv1.MachineDeployment); ok {
+			md.Spec.Template.Spec.Bootstrap.ConfigRef = clusterv1.ContractVersionedObjectReference{Kind: "KubeadmConfigTemplate", Name: kct.Name}
+		}
+	}
+	return append(objs, kct)
+}
+
+// The bootstrap template changes exactly when the infrastructure template
+// does, so CAPI rotates both in one MachineDeployment update: one rollout
+// puts the port, the node label and the route script on a nodegroup, and
+// neither an upgrade of the extension nor a nodegroup attached before the
+// label existed replaces a node.
+func TestTheBootstrapTemplateChangesWithThePortOnly(t *testing.T) {
+	older := &nodeconfig.Additions{Label: "vm", Script: "#!/bin/sh\n# an older script\n", Command: nodeconfig.ScriptPath + " 172.16.5.0/24"}
+	for _, tc := range []struct {
+		name string
+		objs []client.Object
+		want *nodeconfig.Additions // nil: no patch of the bootstrap template
+		port bool
+	}{
+		{name: "a nodegroup created attached", want: ptr.To(nodeconfig.For("vm", "172.16.5.0/24")), port: true},
+		{name: "a running nodegroup attached once shared", objs: withBootstrap(append(existing(false), attachment(true, "")), nil),
+			want: ptr.To(nodeconfig.For("vm", "172.16.5.0/24")), port: true},
+		{name: "a nodegroup attached before the label existed keeps its nodes", objs: withBootstrap(append(existing(true), attachment(true, "")), nil), port: true},
+		{name: "an attached nodegroup keeps what its template carries, an older script too", objs: withBootstrap(append(existing(true), attachment(true, "")), older),
+			want: older, port: true},
+		{name: "a running nodegroup waiting for the share gets nothing yet", objs: withBootstrap(existing(false), nil)},
+		{name: "a detached nodegroup loses the label with the port",
+			objs: withBootstrap(append(existing(true), attachment(false, sharednetv1.ReasonRuleViolated), machine("")), ptr.To(nodeconfig.For("vm", "172.16.5.0/24")))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			resp := generateWith(t, patchWorld(t, tc.objs...), true)
+			var infra, boot *runtimehooksv1.GeneratePatchesResponseItem
+			for i := range resp.Items {
+				switch resp.Items[i].UID {
+				case "md-a-infra":
+					infra = &resp.Items[i]
+				case "md-a-bootstrap":
+					boot = &resp.Items[i]
+				}
+			}
+			g.Expect(infra != nil).To(Equal(tc.port), "the port")
+			if tc.want == nil {
+				g.Expect(boot).To(BeNil())
+				return
+			}
+			g.Expect(boot).NotTo(BeNil())
+			want, err := nodeconfig.Inject([]byte(`{"kind":"KubeadmConfigTemplate","spec":{"template":{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"cloud-provider","value":"external"}]}}}}}}`), *tc.want)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(boot.Patch)).To(MatchJSON(rawJSON(t, want).Raw))
+		})
 	}
 }

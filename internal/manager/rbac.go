@@ -27,6 +27,7 @@ package manager
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments/status,verbs=patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusterclasses;machinedeployments;machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=patch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusters;openstackclustertemplates;openstackmachinetemplates;openstackmachines,verbs=get;list;watch
 // CAPO's ClusterIdentity (identityRef type ClusterIdentity), resolved by CAPO's own code.
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusteridentities,verbs=get

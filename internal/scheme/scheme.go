@@ -26,17 +26,19 @@ import (
 
 	infrav1alpha1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1alpha1"
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 )
 
-// New returns a scheme with client-go's types, CAPI's core v1beta2, CAPO's
+// New returns a scheme with client-go's types, CAPI's core and kubeadm bootstrap v1beta2, CAPO's
 // v1beta1 and v1alpha1 and this extension's v1alpha1.
 func New() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
+	utilruntime.Must(bootstrapv1.AddToScheme(s))
 	utilruntime.Must(infrav1.AddToScheme(s))
 	utilruntime.Must(infrav1alpha1.AddToScheme(s))
 	utilruntime.Must(sharednetv1.AddToScheme(s))
