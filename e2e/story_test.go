@@ -118,7 +118,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		flavor = copyFlavor(ctx, plane.TestbedFlavor, ns+"-copy")
 	}, NodeTimeout(10*time.Minute))
 
-	It("attach md-a: the network is shared in Neutron, md-a's machines are replaced exactly once and each new server has a port on the shared subnet; md-b and the control plane are untouched", func(ctx SpecContext) {
+	It("attach md-a: the network is shared in Neutron, md-a's machines are replaced exactly once, each new server has a port on the shared subnet and each new Node the network's label; md-b and the control plane are untouched", func(ctx SpecContext) {
 		done := tl.step("attach md-a (2 nodes replaced)")
 		defer done()
 		mark := book.mark()
@@ -167,6 +167,10 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		_, clusterCIDR, err := pl.ClusterSubnet(ctx, ns, name)
 		Expect(err).NotTo(HaveOccurred())
 		expectNodesOnClusterNetwork(ctx, now, clusterCIDR, vmNet)
+
+		By("every Node of md-a carries the label naming the shared network, set in that one rollout; md-b's do not")
+		expectNetworkLabel(ctx, now, snName)
+		expectNetworkLabel(ctx, initialB, "")
 
 		By("md-b and the control plane are untouched")
 		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
@@ -482,6 +486,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		}, 15*time.Second, time.Second).Should(Succeed())
 
 		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(BeEmpty(), "no port of the cluster's project on the network")
+		expectNetworkLabel(ctx, now, "")
 		Expect(shares(ctx, vmNet.NetworkID)).To(BeEmpty(), "the share is deleted")
 		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
 		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))

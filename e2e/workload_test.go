@@ -32,6 +32,7 @@ import (
 
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/nodeconfig"
 )
 
 // What the workload cluster shows: Nodes initialized by the real OpenStack
@@ -125,6 +126,30 @@ func createGuideService(ctx context.Context, cluster, service client.ObjectKey, 
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	fmt.Fprintf(GinkgoWriter, "Service %s: load balancer %s, VIP %s on the shared subnet, members %v on %s\n", service, lb.Name, vip, members, cidr)
 	return &lb
+}
+
+// expectNetworkLabel: the Node of every machine carries the label naming the
+// SharedNetwork (want; "" for none), registered with by the kubelet from the
+// bootstrap configuration of its machine.
+func expectNetworkLabel(ctx context.Context, machines []plane.Machine, want string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		nodes := &corev1.NodeList{}
+		g.Expect(pl.WorkloadClient.List(ctx, nodes)).To(Succeed())
+		byProvider := map[string]corev1.Node{}
+		for _, n := range nodes.Items {
+			byProvider[n.Spec.ProviderID] = n
+		}
+		for _, m := range machines {
+			n, ok := byProvider[m.ProviderID]
+			g.Expect(ok).To(BeTrue(), "a Node for machine %s (%s)", m.Name, m.ProviderID)
+			if want == "" {
+				g.Expect(n.Labels).NotTo(HaveKey(nodeconfig.LabelKey), "Node %s", n.Name)
+				continue
+			}
+			g.Expect(n.Labels).To(HaveKeyWithValue(nodeconfig.LabelKey, nodeconfig.LabelValue(want)), "Node %s", n.Name)
+		}
+	}, time.Minute, time.Second).Should(Succeed())
 }
 
 // nodeAddresses are the first InternalIPs of a cluster's Nodes, each on the

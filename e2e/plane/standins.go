@@ -34,7 +34,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
@@ -246,6 +248,13 @@ func (s *nodeSimulator) register(ctx context.Context, c *clusterv1.Cluster, m *i
 			Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule,
 		}}},
 	}
+	labels, err := s.kubeletLabels(ctx, m)
+	if err != nil {
+		return err
+	}
+	for k, v := range labels {
+		node.Labels[k] = v
+	}
 	if err := s.workload.Create(ctx, node); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -253,6 +262,38 @@ func (s *nodeSimulator) register(ctx context.Context, c *clusterv1.Cluster, m *i
 		return err
 	}
 	return s.report(ctx, c, m, srv, node)
+}
+
+// kubeletLabels are the labels a kubelet started by kubeadm from the
+// machine's KubeadmConfig registers its Node with: its --node-labels (the
+// init and join configurations' kubeletExtraArgs).
+func (s *nodeSimulator) kubeletLabels(ctx context.Context, m *infrav1.OpenStackMachine) (map[string]string, error) {
+	machine, err := util.GetOwnerMachine(ctx, s.mgmt, m.ObjectMeta)
+	if err != nil || machine == nil {
+		return nil, err
+	}
+	ref := machine.Spec.Bootstrap.ConfigRef
+	if ref.Kind != "KubeadmConfig" || ref.Name == "" {
+		return nil, nil
+	}
+	config := &bootstrapv1.KubeadmConfig{}
+	if err := s.mgmt.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: ref.Name}, config); err != nil {
+		return nil, err
+	}
+	labels := map[string]string{}
+	for _, args := range [][]bootstrapv1.Arg{config.Spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, config.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs} {
+		for _, a := range args {
+			if a.Name != "node-labels" || a.Value == nil {
+				continue
+			}
+			for _, l := range strings.Split(*a.Value, ",") {
+				if k, v, ok := strings.Cut(l, "="); ok {
+					labels[k] = v
+				}
+			}
+		}
+	}
+	return labels, nil
 }
 
 // report writes the status a kubelet reports (a merge patch: CAPI labels and
