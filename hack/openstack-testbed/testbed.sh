@@ -69,6 +69,9 @@ PACKAGES=(
   neutron-server neutron-linuxbridge-agent
   nova-api nova-conductor nova-scheduler python3-nova
   octavia-api octavia-worker
+  # Not services: cloud-init's converter and netplan render what Nova serves
+  # an attached node (test/noderoutes).
+  cloud-init netplan.io python3-yaml
 )
 
 log() { printf '%s testbed: %s\n' "$(date +%T)" "$*" >&2; }

@@ -32,6 +32,8 @@ import (
 type Clients struct {
 	Network      *gophercloud.ServiceClient
 	LoadBalancer *gophercloud.ServiceClient
+	Compute      *gophercloud.ServiceClient
+	Image        *gophercloud.ServiceClient
 	ProjectID    string
 }
 
@@ -56,6 +58,14 @@ func NewClients(tb testing.TB, cloud string) Clients {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	compute, err := gcopenstack.NewComputeV2(provider, eo)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	image, err := gcopenstack.NewImageV2(provider, eo)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	s := Session(tb, cloud, openstack.Options{})
-	return Clients{Network: network, LoadBalancer: lb, ProjectID: s.ProjectID()}
+	return Clients{Network: network, LoadBalancer: lb, Compute: compute, Image: image, ProjectID: s.ProjectID()}
 }

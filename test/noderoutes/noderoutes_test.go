@@ -1,0 +1,317 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package noderoutes proves, without booting a node, what an attached node's
+// network looks like: the network_data.json Nova serves for a server with a
+// port on the cluster network and a port on a shared subnet with a gateway
+// and a host route, rendered by cloud-init's own converter into netplan,
+// then changed by the route script the extension puts into the nodegroup's
+// bootstrap configuration (run in a network namespace of its own, with dummy
+// interfaces standing for the server's two). The node keeps exactly one
+// default route, via the cluster network, and the route to the VM project's
+// other subnet.
+package noderoutes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/patches/nodeconfig"
+	"github.com/capo-sharednet/capo-sharednet/test/testbed"
+)
+
+const (
+	// The test bed's database socket (hack/openstack-testbed/testbed.sh).
+	defaultSocket = "/var/lib/capo-sharednet-testbed/run/mysqld.sock"
+	sharedCIDR    = "10.77.0.0/24"
+	sharedGateway = "10.77.0.1"
+	// The VM project's other subnet, reached through the shared subnet.
+	vmSubnet, vmRouter = "10.78.0.0/24", "10.77.0.254"
+	clusterCIDR        = "10.76.0.0/24"
+	clusterGateway     = "10.76.0.1"
+)
+
+// networkData is what Nova serves as openstack/latest/network_data.json (the
+// metadata API and the config drive alike) for a server: Nova's own
+// netutils.get_network_metadata over the network info it stores for it.
+func networkData(t *testing.T, serverID string) []byte {
+	t.Helper()
+	socket := os.Getenv("TESTBED_MYSQL_SOCKET")
+	if socket == "" {
+		socket = defaultSocket
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-S", socket, "-uroot", "-N", "--raw", "-e",
+		fmt.Sprintf("SELECT network_info FROM nova.instance_info_caches WHERE instance_uuid='%s'", serverID)).Output()
+	if err != nil {
+		t.Fatalf("reading the server's network info from Nova's database: %v", err)
+	}
+	render := exec.CommandContext(ctx, "/usr/bin/python3", "-c", `import json, sys
+from nova.network import model
+from nova.virt import netutils
+print(json.dumps(netutils.get_network_metadata(model.NetworkInfo.hydrate(json.loads(sys.stdin.read())))))`)
+	render.Stdin = bytes.NewReader(info)
+	out, err := render.Output()
+	if err != nil {
+		t.Fatalf("rendering network_data.json with Nova's netutils: %v", err)
+	}
+	return out
+}
+
+// netplanFile is the part of a netplan file the test reads.
+type netplanFile struct {
+	Network struct {
+		Ethernets map[string]struct {
+			Match     struct{ MACAddress string } `json:"match"`
+			Addresses []string                     `json:"addresses"`
+			DHCP4     bool                         `json:"dhcp4"`
+			Overrides struct {
+				UseRoutes *bool `json:"use-routes"`
+			} `json:"dhcp4-overrides"`
+			Gateway4 string `json:"gateway4"`
+			Routes   []struct{ To, Via string } `json:"routes"`
+		} `json:"ethernets"`
+	} `json:"network"`
+}
+
+// defaultRoutes are the MACs of the interfaces a node with this netplan
+// configuration takes a default route from: a static one, gateway4, or DHCP
+// routes (Neutron's DHCP gives the subnet's gateway as the router).
+func defaultRoutes(t *testing.T, path string) (macs []string, routes map[string][]string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f netplanFile
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	routes = map[string][]string{}
+	for _, e := range f.Network.Ethernets {
+		mac := strings.ToLower(e.Match.MACAddress)
+		defaults := e.Gateway4 != "" || (e.DHCP4 && (e.Overrides.UseRoutes == nil || *e.Overrides.UseRoutes))
+		for _, r := range e.Routes {
+			if r.To == "default" || r.To == "0.0.0.0/0" {
+				defaults = true
+				continue
+			}
+			routes[mac] = append(routes[mac], r.To+" via "+r.Via)
+		}
+		if defaults {
+			macs = append(macs, mac)
+		}
+	}
+	return macs, routes
+}
+
+func need(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (hack/openstack-testbed/testbed.sh install installs it)", tool)
+		}
+	}
+}
+
+func TestAnAttachedNodeKeepsOneDefaultRouteViaTheClusterNetwork(t *testing.T) {
+	if os.Getenv(testbed.CloudsEnv) == "" {
+		t.Skipf("needs the OpenStack test bed (%s)", testbed.CloudsEnv)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace of its own")
+	}
+	need(t, "cloud-init", "netplan", "unshare", "ip", "mariadb")
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := testbed.NewClients(t, testbed.ClusterProject)
+
+	// Both networks in the cluster's project: how the shared network came
+	// to be usable (a share) does not change what Nova serves.
+	network := func(cidr, gateway string, hostRoutes []subnets.HostRoute) (string, string) {
+		n, err := networks.Create(ctx, c.Network, networks.CreateOpts{Name: testbed.Name(t, "net")}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = networks.Delete(context.Background(), c.Network, n.ID).ExtractErr() })
+		s, err := subnets.Create(ctx, c.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: cidr, IPVersion: 4, GatewayIP: &gateway,
+			HostRoutes: hostRoutes, Name: testbed.Name(t, "subnet")}).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = subnets.Delete(context.Background(), c.Network, s.ID).ExtractErr() })
+		return n.ID, s.ID
+	}
+	clusterNet, _ := network(clusterCIDR, clusterGateway, nil)
+	sharedNet, _ := network(sharedCIDR, sharedGateway, []subnets.HostRoute{{DestinationCIDR: vmSubnet, NextHop: vmRouter}})
+
+	pages, err := images.List(c.Image, images.ListOpts{Name: "testbed-image"}).AllPages(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	imgs, err := images.ExtractImages(pages)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(imgs).NotTo(BeEmpty(), "the test bed's image")
+	srv, err := servers.Create(ctx, c.Compute, servers.CreateOpts{Name: testbed.Name(t, "node"), ImageRef: imgs[0].ID, FlavorRef: "1",
+		Networks: []servers.Network{{UUID: clusterNet}, {UUID: sharedNet}}}, nil).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		_ = servers.Delete(context.Background(), c.Compute, srv.ID).ExtractErr()
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if _, err := servers.Get(context.Background(), c.Compute, srv.ID).Extract(); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	})
+	g.Eventually(func() (string, error) {
+		s, err := servers.Get(ctx, c.Compute, srv.ID).Extract()
+		if err != nil {
+			return "", err
+		}
+		return s.Status, nil
+	}, 2*time.Minute, time.Second).Should(Equal("ACTIVE"))
+
+	// The server's two ports: their MACs and addresses name the interfaces.
+	pages, err = ports.List(c.Network, ports.ListOpts{DeviceID: srv.ID}).AllPages(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	ps, err := ports.ExtractPorts(pages)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ps).To(HaveLen(2))
+	var clusterPort, sharedPort ports.Port
+	for _, p := range ps {
+		if p.NetworkID == clusterNet {
+			clusterPort = p
+		} else {
+			sharedPort = p
+		}
+	}
+
+	dir := t.TempDir()
+	nd := filepath.Join(dir, "network_data.json")
+	g.Expect(os.WriteFile(nd, networkData(t, srv.ID), 0o600)).To(Succeed())
+	t.Logf("network_data.json served for server %s:\n%s", srv.ID, must(os.ReadFile(nd)))
+	root := filepath.Join(dir, "root")
+	convert := exec.CommandContext(ctx, "cloud-init", "devel", "net-convert", "-p", nd, "-k", "network_data.json", "-d", root, "-D", "ubuntu", "-O", "netplan")
+	out, err := convert.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "cloud-init devel net-convert: %s", out)
+	netplan := filepath.Join(root, "etc", "netplan", "50-cloud-init.yaml")
+
+	By := func(s string) { t.Log(s) }
+	By("as cloud-init renders it, the node takes a default route from both interfaces")
+	defaults, _ := defaultRoutes(t, netplan)
+	g.Expect(defaults).To(ConsistOf(clusterPort.MACAddress, sharedPort.MACAddress), "%s", must(os.ReadFile(netplan)))
+
+	By("with the extension's route script run before kubeadm join, one: via the cluster network")
+	script := filepath.Join(dir, "capo-sharednet-routes")
+	add := nodeconfig.For("vm-net", sharedCIDR)
+	g.Expect(os.WriteFile(script, []byte(add.Script), 0o755)).To(Succeed())
+	g.Expect(add.Command).To(Equal(nodeconfig.ScriptPath + " " + sharedCIDR))
+	node := fmt.Sprintf(`set -e
+ip link add eth0 address %[1]s type dummy && ip link set eth0 up && ip addr add %[2]s/24 dev eth0
+ip link add eth1 address %[3]s type dummy && ip link set eth1 up && ip addr add %[4]s/24 dev eth1
+ip route add default via %[5]s dev eth0 proto dhcp metric 100
+ip route add default via %[6]s dev eth1 proto dhcp metric 100
+ip route add %[7]s via %[8]s dev eth1 proto dhcp
+NETPLAN_DIR=%[9]s /usr/bin/python3 %[10]s %[11]s
+echo ---
+ip -j -4 route show`, clusterPort.MACAddress, clusterPort.FixedIPs[0].IPAddress, sharedPort.MACAddress, sharedPort.FixedIPs[0].IPAddress,
+		clusterGateway, sharedGateway, vmSubnet, vmRouter, filepath.Dir(netplan), script, sharedCIDR)
+	out, err = exec.CommandContext(ctx, "unshare", "--net", "sh", "-c", node).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "the script in a network namespace: %s", out)
+	logged, live, _ := strings.Cut(string(out), "---\n")
+	g.Expect(logged).To(ContainSubstring("eth1 (" + sharedPort.MACAddress + ") on " + sharedCIDR + " keeps no default route"))
+
+	By("the configuration a reboot or a DHCP renewal applies")
+	defaults, routes := defaultRoutes(t, netplan)
+	g.Expect(defaults).To(Equal([]string{clusterPort.MACAddress}), "%s", must(os.ReadFile(netplan)))
+	g.Expect(routes[sharedPort.MACAddress]).To(ContainElement(vmSubnet+" via "+vmRouter), "the route to the VM project's other subnet stays")
+	gen := exec.CommandContext(ctx, "netplan", "generate", "--root-dir", root)
+	out, err = gen.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "netplan generate: %s", out)
+	g.Expect(networkdDefaults(t, root)).To(Equal(1), "systemd-networkd gets one default route")
+
+	By("the routes the node has now")
+	var table []struct{ Dst, Gateway, Dev string }
+	g.Expect(json.Unmarshal([]byte(live), &table)).To(Succeed(), live)
+	var liveDefaults []string
+	toVMs := false
+	for _, r := range table {
+		if r.Dst == "default" {
+			liveDefaults = append(liveDefaults, r.Dev+" via "+r.Gateway)
+		}
+		toVMs = toVMs || (r.Dst == vmSubnet && r.Gateway == vmRouter && r.Dev == "eth1")
+	}
+	g.Expect(liveDefaults).To(Equal([]string{"eth0 via " + clusterGateway}))
+	g.Expect(toVMs).To(BeTrue(), "%v", table)
+	g.Expect(netip.MustParsePrefix(sharedCIDR).Contains(netip.MustParseAddr(sharedPort.FixedIPs[0].IPAddress))).To(BeTrue())
+}
+
+// networkdDefaults counts what gives systemd-networkd a default route in the
+// .network files netplan generated: a [Route] without a Destination (or to
+// 0.0.0.0/0), and DHCP whose routes are used.
+func networkdDefaults(t *testing.T, root string) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "run", "systemd", "network", "*.network"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no .network file generated under %s: %v", root, err)
+	}
+	n := 0
+	section := regexp.MustCompile(`(?m)^\[(\w+)\]\n((?:[^\[].*\n?)*)`)
+	for _, f := range files {
+		raw := string(must(os.ReadFile(f)))
+		dhcp := regexp.MustCompile(`(?m)^DHCP=(ipv4|yes)$`).MatchString(raw)
+		useRoutes := true
+		for _, m := range section.FindAllStringSubmatch(raw, -1) {
+			switch m[1] {
+			case "Route":
+				if !strings.Contains(m[2], "Destination=") || strings.Contains(m[2], "Destination=0.0.0.0/0") {
+					n++
+				}
+			case "DHCPv4":
+				if strings.Contains(m[2], "UseRoutes=false") {
+					useRoutes = false
+				}
+			}
+		}
+		if dhcp && useRoutes {
+			n++
+		}
+	}
+	return n
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
