@@ -231,9 +231,10 @@ type SubnetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LoadBalancerAddresses *int64 `json:"loadBalancerAddresses,omitempty"`
 
-	// gatewayIP is the subnet's gateway; unset when it has none. A node gets
-	// a default route through it on the second interface unless the
-	// extension's bootstrap patch removes it (docs/design.md).
+	// gatewayIP is the subnet's gateway; unset when it has none. Nova hands
+	// a node a default route through it on its second interface, which the
+	// route script of the nodegroup's bootstrap configuration removes before
+	// the node joins (docs/design.md).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=39
