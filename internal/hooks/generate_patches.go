@@ -159,7 +159,8 @@ type attachDecision struct {
 // nodegroup attached before it replaces a node.
 func (h *Handlers) bootstrapFor(ctx context.Context, holder runtimehooksv1.HolderReference, d attachDecision) (*nodeconfig.Additions, error) {
 	md := &clusterv1.MachineDeployment{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); client.IgnoreNotFound(err) != nil {
+	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md)
+	if client.IgnoreNotFound(err) != nil {
 		return nil, err
 	}
 	carried, _, err := h.carriedPort(ctx, holder)

@@ -19,8 +19,8 @@ limitations under the License.
 // port on the cluster network and a port on a shared subnet with a gateway
 // and a host route, rendered by cloud-init's own converter into netplan,
 // then changed by the route script the extension puts into the nodegroup's
-// bootstrap configuration (run in a network namespace of its own, with dummy
-// interfaces standing for the server's two). The node keeps exactly one
+// bootstrap configuration (run in a network namespace of its own, with
+// veth interfaces standing for the server's two). The node keeps exactly one
 // default route, via the cluster network, and the route to the VM project's
 // other subnet.
 package noderoutes
@@ -34,7 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,12 +95,12 @@ type netplanFile struct {
 	Network struct {
 		Ethernets map[string]struct {
 			Match     struct{ MACAddress string } `json:"match"`
-			Addresses []string                     `json:"addresses"`
-			DHCP4     bool                         `json:"dhcp4"`
+			Addresses []string                    `json:"addresses"`
+			DHCP4     bool                        `json:"dhcp4"`
 			Overrides struct {
 				UseRoutes *bool `json:"use-routes"`
 			} `json:"dhcp4-overrides"`
-			Gateway4 string `json:"gateway4"`
+			Gateway4 string                     `json:"gateway4"`
 			Routes   []struct{ To, Via string } `json:"routes"`
 		} `json:"ethernets"`
 	} `json:"network"`
@@ -147,6 +147,14 @@ func need(t *testing.T, tools ...string) {
 }
 
 func TestAnAttachedNodeKeepsOneDefaultRouteViaTheClusterNetwork(t *testing.T) {
+	// Neutron's DHCP hands out the gateway (Nova serves type ipv4_dhcp), or
+	// Nova serves the address and a default route (DHCP disabled).
+	t.Run("the shared subnet with DHCP", func(t *testing.T) { attachedNode(t, true) })
+	t.Run("the shared subnet without DHCP: a static configuration", func(t *testing.T) { attachedNode(t, false) })
+}
+
+func attachedNode(t *testing.T, dhcp bool) {
+	t.Helper()
 	if os.Getenv(testbed.CloudsEnv) == "" {
 		t.Skipf("needs the OpenStack test bed (%s)", testbed.CloudsEnv)
 	}
@@ -161,18 +169,18 @@ func TestAnAttachedNodeKeepsOneDefaultRouteViaTheClusterNetwork(t *testing.T) {
 
 	// Both networks in the cluster's project: how the shared network came
 	// to be usable (a share) does not change what Nova serves.
-	network := func(cidr, gateway string, hostRoutes []subnets.HostRoute) (string, string) {
+	network := func(cidr, gateway string, dhcp bool, hostRoutes []subnets.HostRoute) (string, string) {
 		n, err := networks.Create(ctx, c.Network, networks.CreateOpts{Name: testbed.Name(t, "net")}).Extract()
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = networks.Delete(context.Background(), c.Network, n.ID).ExtractErr() })
 		s, err := subnets.Create(ctx, c.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: cidr, IPVersion: 4, GatewayIP: &gateway,
-			HostRoutes: hostRoutes, Name: testbed.Name(t, "subnet")}).Extract()
+			EnableDHCP: &dhcp, HostRoutes: hostRoutes, Name: testbed.Name(t, "subnet")}).Extract()
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _ = subnets.Delete(context.Background(), c.Network, s.ID).ExtractErr() })
 		return n.ID, s.ID
 	}
-	clusterNet, _ := network(clusterCIDR, clusterGateway, nil)
-	sharedNet, _ := network(sharedCIDR, sharedGateway, []subnets.HostRoute{{DestinationCIDR: vmSubnet, NextHop: vmRouter}})
+	clusterNet, _ := network(clusterCIDR, clusterGateway, true, nil)
+	sharedNet, _ := network(sharedCIDR, sharedGateway, dhcp, []subnets.HostRoute{{DestinationCIDR: vmSubnet, NextHop: vmRouter}})
 
 	pages, err := images.List(c.Image, images.ListOpts{Name: "testbed-image"}).AllPages(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -220,7 +228,9 @@ func TestAnAttachedNodeKeepsOneDefaultRouteViaTheClusterNetwork(t *testing.T) {
 	g.Expect(os.WriteFile(nd, networkData(t, srv.ID), 0o600)).To(Succeed())
 	t.Logf("network_data.json served for server %s:\n%s", srv.ID, must(os.ReadFile(nd)))
 	root := filepath.Join(dir, "root")
-	convert := exec.CommandContext(ctx, "cloud-init", "devel", "net-convert", "-p", nd, "-k", "network_data.json", "-d", root, "-D", "ubuntu", "-O", "netplan")
+	// The node's NICs, as the kernel names them in the order Nova plugs the ports.
+	convert := exec.CommandContext(ctx, "cloud-init", "devel", "net-convert", "-p", nd, "-k", "network_data.json", "-d", root, "-D", "ubuntu", "-O", "netplan",
+		"-m", "eth0,"+clusterPort.MACAddress, "-m", "eth1,"+sharedPort.MACAddress)
 	out, err := convert.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "cloud-init devel net-convert: %s", out)
 	netplan := filepath.Join(root, "etc", "netplan", "50-cloud-init.yaml")
@@ -236,15 +246,15 @@ func TestAnAttachedNodeKeepsOneDefaultRouteViaTheClusterNetwork(t *testing.T) {
 	g.Expect(os.WriteFile(script, []byte(add.Script), 0o755)).To(Succeed())
 	g.Expect(add.Command).To(Equal(nodeconfig.ScriptPath + " " + sharedCIDR))
 	node := fmt.Sprintf(`set -e
-ip link add eth0 address %[1]s type dummy && ip link set eth0 up && ip addr add %[2]s/24 dev eth0
-ip link add eth1 address %[3]s type dummy && ip link set eth1 up && ip addr add %[4]s/24 dev eth1
+ip link add eth0 address %[1]s type veth peer name peer0 && ip link set peer0 up && ip link set eth0 up && ip addr add %[2]s/24 dev eth0
+ip link add eth1 address %[3]s type veth peer name peer1 && ip link set peer1 up && ip link set eth1 up && ip addr add %[4]s/24 dev eth1
 ip route add default via %[5]s dev eth0 proto dhcp metric 100
-ip route add default via %[6]s dev eth1 proto dhcp metric 100
-ip route add %[7]s via %[8]s dev eth1 proto dhcp
+ip route append default via %[6]s dev eth1 proto %[12]s metric 100
+ip route add %[7]s via %[8]s dev eth1 proto %[12]s
 NETPLAN_DIR=%[9]s /usr/bin/python3 %[10]s %[11]s
 echo ---
 ip -j -4 route show`, clusterPort.MACAddress, clusterPort.FixedIPs[0].IPAddress, sharedPort.MACAddress, sharedPort.FixedIPs[0].IPAddress,
-		clusterGateway, sharedGateway, vmSubnet, vmRouter, filepath.Dir(netplan), script, sharedCIDR)
+		clusterGateway, sharedGateway, vmSubnet, vmRouter, filepath.Dir(netplan), script, sharedCIDR, map[bool]string{true: "dhcp", false: "static"}[dhcp])
 	out, err = exec.CommandContext(ctx, "unshare", "--net", "sh", "-c", node).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "the script in a network namespace: %s", out)
 	logged, live, _ := strings.Cut(string(out), "---\n")
@@ -257,7 +267,7 @@ ip -j -4 route show`, clusterPort.MACAddress, clusterPort.FixedIPs[0].IPAddress,
 	gen := exec.CommandContext(ctx, "netplan", "generate", "--root-dir", root)
 	out, err = gen.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "netplan generate: %s", out)
-	g.Expect(networkdDefaults(t, root)).To(Equal(1), "systemd-networkd gets one default route")
+	g.Expect(networkdDefaults(t, root)).To(Equal(1), "systemd-networkd gets one default route: %s", networkdFiles(t, root))
 
 	By("the routes the node has now")
 	var table []struct{ Dst, Gateway, Dev string }
@@ -285,28 +295,50 @@ func networkdDefaults(t *testing.T, root string) int {
 		t.Fatalf("no .network file generated under %s: %v", root, err)
 	}
 	n := 0
-	section := regexp.MustCompile(`(?m)^\[(\w+)\]\n((?:[^\[].*\n?)*)`)
 	for _, f := range files {
-		raw := string(must(os.ReadFile(f)))
-		dhcp := regexp.MustCompile(`(?m)^DHCP=(ipv4|yes)$`).MatchString(raw)
-		useRoutes := true
-		for _, m := range section.FindAllStringSubmatch(raw, -1) {
-			switch m[1] {
-			case "Route":
-				if !strings.Contains(m[2], "Destination=") || strings.Contains(m[2], "Destination=0.0.0.0/0") {
-					n++
+		// Section name -> its lines, for the sections the count reads.
+		sections := map[string][]string{}
+		var routes [][]string
+		name := ""
+		for _, line := range strings.Split(string(must(os.ReadFile(f))), "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "["):
+				name = strings.Trim(line, "[]")
+				if name == "Route" {
+					routes = append(routes, nil)
 				}
-			case "DHCPv4":
-				if strings.Contains(m[2], "UseRoutes=false") {
-					useRoutes = false
-				}
+			case line == "":
+			case name == "Route":
+				routes[len(routes)-1] = append(routes[len(routes)-1], line)
+			default:
+				sections[name] = append(sections[name], line)
 			}
 		}
-		if dhcp && useRoutes {
+		for _, r := range routes {
+			if !slices.ContainsFunc(r, func(l string) bool { return strings.HasPrefix(l, "Destination=") && l != "Destination=0.0.0.0/0" }) {
+				n++
+			}
+		}
+		dhcp := slices.Contains(sections["Network"], "DHCP=ipv4") || slices.Contains(sections["Network"], "DHCP=yes")
+		// [DHCP]: the older name of [DHCPv4], which netplan still writes.
+		noRoutes := slices.Contains(sections["DHCPv4"], "UseRoutes=false") || slices.Contains(sections["DHCP"], "UseRoutes=false")
+		if dhcp && !noRoutes {
 			n++
 		}
 	}
 	return n
+}
+
+// networkdFiles is what netplan generated, for a failure's message.
+func networkdFiles(t *testing.T, root string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(root, "run", "systemd", "network", "*.network"))
+	var b strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&b, "\n# %s\n%s", filepath.Base(f), must(os.ReadFile(f)))
+	}
+	return b.String()
 }
 
 func must(b []byte, err error) []byte {
