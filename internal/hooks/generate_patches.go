@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,7 +98,7 @@ func (h *Handlers) GeneratePatches(ctx context.Context, req *runtimehooksv1.Gene
 	for i := range req.Items {
 		item := &req.Items[i]
 		d, ok := decided[item.HolderReference.Name]
-		if !ok || !isMachineDeploymentBootstrapTemplate(item.HolderReference) {
+		if !ok || !isMachineDeploymentBootstrapTemplate(item.HolderReference) || !isKubeadmConfigTemplate(item.Object.Raw) {
 			continue
 		}
 		additions, err := h.bootstrapFor(ctx, item.HolderReference, d)
@@ -129,6 +130,17 @@ func isMachineDeploymentBootstrapTemplate(ref runtimehooksv1.HolderReference) bo
 	return ref.Kind == "MachineDeployment" && ref.FieldPath == machineDeploymentBootstrapRefPath
 }
 
+// isKubeadmConfigTemplate says whether a bootstrap template is kubeadm's:
+// another bootstrap provider's gets neither label nor script.
+func isKubeadmConfigTemplate(raw []byte) bool {
+	var meta metav1.TypeMeta
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(meta.APIVersion)
+	return err == nil && gv.Group == bootstrapv1.GroupVersion.Group && meta.Kind == "KubeadmConfigTemplate"
+}
+
 // respond adds the JSON patch of one template to the response; false (and a
 // failed response) if it cannot be written.
 func respond(resp *runtimehooksv1.GeneratePatchesResponse, item *runtimehooksv1.GeneratePatchesRequestItem, ops []sharedport.Operation) bool {
@@ -156,32 +168,50 @@ type attachDecision struct {
 // infrastructure template changes in this call (the nodegroup rolls anyway:
 // created, attached, or moved), else exactly what its current bootstrap
 // template carries, so that neither an upgrade of the extension nor a
-// nodegroup attached before it replaces a node.
+// nodegroup attached before it replaces a node. A current template not in
+// the cache yet fails the call (CAPI retries it): read as "carries nothing",
+// it would rotate the templates a second time.
 func (h *Handlers) bootstrapFor(ctx context.Context, holder runtimehooksv1.HolderReference, d attachDecision) (*nodeconfig.Additions, error) {
 	md := &clusterv1.MachineDeployment{}
-	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md)
-	if client.IgnoreNotFound(err) != nil {
-		return nil, err
-	}
-	carried, _, err := h.carriedPort(ctx, holder)
-	if err != nil {
-		return nil, err
-	}
-	if carried == nil || !apiequality.Semantic.DeepEqual(*carried, *d.port) {
-		if d.sharedNetwork == nil {
-			return nil, nil
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			return freshAdditions(d) // being created
 		}
-		return ptr.To(nodeconfig.For(d.sharedNetwork.Name, subnetCIDR(d.sharedNetwork, d.port))), nil
+		return nil, err
 	}
-	ref := md.Spec.Template.Spec.Bootstrap.ConfigRef
-	if ref.Kind != "KubeadmConfigTemplate" || ref.Name == "" {
+	spec := md.Spec.Template.Spec
+	current := &infrav1.OpenStackMachineTemplate{}
+	if spec.InfrastructureRef.Kind == "OpenStackMachineTemplate" && spec.InfrastructureRef.Name != "" {
+		if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: spec.InfrastructureRef.Name}, current); err != nil {
+			return nil, fmt.Errorf("reading the nodegroup's current OpenStackMachineTemplate %s (retrying): %w", spec.InfrastructureRef.Name, err)
+		}
+	}
+	if carried := sharedport.Carried(current.Spec.Template.Spec.Ports); carried == nil || !apiequality.Semantic.DeepEqual(*carried, *d.port) {
+		return freshAdditions(d)
+	}
+	if spec.Bootstrap.ConfigRef.Kind != "KubeadmConfigTemplate" || spec.Bootstrap.ConfigRef.Name == "" {
 		return nil, nil
 	}
 	kct := &bootstrapv1.KubeadmConfigTemplate{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: ref.Name}, kct); err != nil {
-		return nil, client.IgnoreNotFound(err)
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: spec.Bootstrap.ConfigRef.Name}, kct); err != nil {
+		return nil, fmt.Errorf("reading the nodegroup's current KubeadmConfigTemplate %s (retrying): %w", spec.Bootstrap.ConfigRef.Name, err)
 	}
 	return nodeconfig.Carried(kct), nil
+}
+
+// freshAdditions is what this version adds for the decided port. The route
+// script needs the subnet's CIDR: a SharedNetwork that has not read its
+// subnet yet fails the call rather than give the nodegroup the label
+// without the script for good.
+func freshAdditions(d attachDecision) (*nodeconfig.Additions, error) {
+	if d.sharedNetwork == nil {
+		return nil, nil
+	}
+	cidr := subnetCIDR(d.sharedNetwork, d.port)
+	if cidr == "" {
+		return nil, fmt.Errorf("SharedNetwork %s has not read the subnet of the port from Neutron yet (its Ready condition says why); retrying", d.sharedNetwork.Name)
+	}
+	return ptr.To(nodeconfig.For(d.sharedNetwork.Name, cidr)), nil
 }
 
 // subnetCIDR is the CIDR of the port's subnet as the SharedNetwork last read

@@ -92,12 +92,24 @@ func attachment(shared bool, reason string) client.Object {
 
 func generate(t *testing.T, h *Handlers) *runtimehooksv1.GeneratePatchesResponse {
 	t.Helper()
-	return generateWith(t, h, false)
+	return generateWith(t, h, "")
 }
 
+// kubeadmWorker is the class's bootstrap template of md-a.
+const kubeadmWorker = `{"apiVersion":"bootstrap.cluster.x-k8s.io/v1beta2","kind":"KubeadmConfigTemplate","spec":{"template":{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"cloud-provider","value":"external"}]}}}}}}`
+
 // generateWith is md-a's call, with its bootstrap template too when
-// bootstrap is set (as CAPI sends it: after the infrastructure template).
-func generateWith(t *testing.T, h *Handlers, bootstrap bool) *runtimehooksv1.GeneratePatchesResponse {
+// bootstrap is set (CAPI sends it in the same call).
+func generateWith(t *testing.T, h *Handlers, bootstrap string) *runtimehooksv1.GeneratePatchesResponse {
+	t.Helper()
+	resp := callGenerate(t, h, bootstrap)
+	if resp.Status != runtimehooksv1.ResponseStatusSuccess {
+		t.Fatalf("GeneratePatches failed: %s", resp.Message)
+	}
+	return resp
+}
+
+func callGenerate(t *testing.T, h *Handlers, bootstrap string) *runtimehooksv1.GeneratePatchesResponse {
 	t.Helper()
 	raw := func(v any) apiextensionsv1.JSON { return rawJSON(t, v) }
 	req := &runtimehooksv1.GeneratePatchesRequest{
@@ -112,17 +124,14 @@ func generateWith(t *testing.T, h *Handlers, bootstrap bool) *runtimehooksv1.Gen
 			},
 		}},
 	}
-	if bootstrap {
+	if bootstrap != "" {
 		item := req.Items[0]
 		item.UID, item.HolderReference.FieldPath = "md-a-bootstrap", machineDeploymentBootstrapRefPath
-		item.Object = runtime.RawExtension{Raw: []byte(`{"kind":"KubeadmConfigTemplate","spec":{"template":{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"cloud-provider","value":"external"}]}}}}}}`)}
-		req.Items = append(req.Items, item)
+		item.Object = runtime.RawExtension{Raw: []byte(bootstrap)}
+		req.Items = append([]runtimehooksv1.GeneratePatchesRequestItem{item}, req.Items...)
 	}
 	resp := &runtimehooksv1.GeneratePatchesResponse{}
 	h.GeneratePatches(context.Background(), req, resp)
-	if resp.Status != runtimehooksv1.ResponseStatusSuccess {
-		t.Fatalf("GeneratePatches failed: %s", resp.Message)
-	}
 	return resp
 }
 
@@ -273,7 +282,7 @@ func TestTheBootstrapTemplateChangesWithThePortOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			resp := generateWith(t, patchWorld(t, tc.objs...), true)
+			resp := generateWith(t, patchWorld(t, tc.objs...), kubeadmWorker)
 			var infra, boot *runtimehooksv1.GeneratePatchesResponseItem
 			for i := range resp.Items {
 				switch resp.Items[i].UID {
@@ -289,9 +298,42 @@ func TestTheBootstrapTemplateChangesWithThePortOnly(t *testing.T) {
 				return
 			}
 			g.Expect(boot).NotTo(BeNil())
-			want, err := nodeconfig.Inject([]byte(`{"kind":"KubeadmConfigTemplate","spec":{"template":{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"cloud-provider","value":"external"}]}}}}}}`), *tc.want)
+			want, err := nodeconfig.Inject([]byte(kubeadmWorker), *tc.want)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(string(boot.Patch)).To(MatchJSON(rawJSON(t, want).Raw))
 		})
 	}
+}
+
+func TestTheBootstrapTemplateIsPatchedOnlyWhenItIsKnown(t *testing.T) {
+	t.Run("another bootstrap provider's template gets neither label nor script", func(t *testing.T) {
+		g := NewWithT(t)
+		resp := generateWith(t, patchWorld(t), `{"apiVersion":"bootstrap.cluster.x-k8s.io/v1beta1","kind":"RKE2ConfigTemplate","spec":{"template":{"spec":{}}}}`)
+		g.Expect(resp.Items).To(HaveLen(1))
+		g.Expect(resp.Items[0].UID).To(BeEquivalentTo("md-a-infra"))
+	})
+	t.Run("a current template missing from the cache fails the call rather than rotate the templates again", func(t *testing.T) {
+		g := NewWithT(t)
+		objs := withBootstrap(append(existing(true), attachment(true, "")), nil)
+		var withoutKCT []client.Object
+		for _, o := range objs {
+			if _, ok := o.(*bootstrapv1.KubeadmConfigTemplate); !ok {
+				withoutKCT = append(withoutKCT, o)
+			}
+		}
+		resp := callGenerate(t, patchWorld(t, withoutKCT...), kubeadmWorker)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
+		g.Expect(resp.Message).To(ContainSubstring("demo-md-a-bootstrap-1"))
+	})
+	t.Run("a SharedNetwork that has not read the subnet yet fails the call rather than give the label without the script", func(t *testing.T) {
+		g := NewWithT(t)
+		h := patchWorld(t)
+		sn := &sharednetv1.SharedNetwork{}
+		g.Expect(h.Reader.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn)).To(Succeed())
+		sn.Status.Subnets = []sharednetv1.SubnetStatus{{ID: "sub-1"}}
+		g.Expect(h.Client.Update(context.Background(), sn)).To(Succeed())
+		resp := callGenerate(t, h, kubeadmWorker)
+		g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
+		g.Expect(resp.Message).To(ContainSubstring("SharedNetwork vm has not read the subnet"))
+	})
 }

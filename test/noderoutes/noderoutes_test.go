@@ -59,7 +59,10 @@ const (
 	// The VM project's other subnet, reached through the shared subnet.
 	vmSubnet, vmRouter = "10.78.0.0/24", "10.77.0.254"
 	clusterCIDR        = "10.76.0.0/24"
-	clusterGateway     = "10.76.0.1"
+	// Another subnet of the shared network, which Neutron's DHCP makes
+	// on-link.
+	onLink         = "10.79.0.0/24"
+	clusterGateway = "10.76.0.1"
 )
 
 // networkData is what Nova serves as openstack/latest/network_data.json (the
@@ -100,8 +103,8 @@ type netplanFile struct {
 			Overrides struct {
 				UseRoutes *bool `json:"use-routes"`
 			} `json:"dhcp4-overrides"`
-			Gateway4 string                     `json:"gateway4"`
-			Routes   []struct{ To, Via string } `json:"routes"`
+			Gateway4 string                            `json:"gateway4"`
+			Routes   []struct{ To, Via, Scope string } `json:"routes"`
 		} `json:"ethernets"`
 	} `json:"network"`
 }
@@ -126,6 +129,10 @@ func defaultRoutes(t *testing.T, path string) (macs []string, routes map[string]
 		for _, r := range e.Routes {
 			if r.To == "default" || r.To == "0.0.0.0/0" {
 				defaults = true
+				continue
+			}
+			if r.Via == "" {
+				routes[mac] = append(routes[mac], r.To+" scope "+r.Scope)
 				continue
 			}
 			routes[mac] = append(routes[mac], r.To+" via "+r.Via)
@@ -251,19 +258,27 @@ ip link add eth1 address %[3]s type veth peer name peer1 && ip link set peer1 up
 ip route add default via %[5]s dev eth0 proto dhcp metric 100
 ip route append default via %[6]s dev eth1 proto %[12]s metric 100
 ip route add %[7]s via %[8]s dev eth1 proto %[12]s
+ip route add %[13]s dev eth1 proto %[12]s scope link
+mkdir -p %[9]s.none
+NETPLAN_DIR=%[9]s.none /usr/bin/python3 %[10]s %[11]s
+ip -4 route show default dev eth1 | grep -q %[6]s
 NETPLAN_DIR=%[9]s /usr/bin/python3 %[10]s %[11]s
 echo ---
 ip -j -4 route show`, clusterPort.MACAddress, clusterPort.FixedIPs[0].IPAddress, sharedPort.MACAddress, sharedPort.FixedIPs[0].IPAddress,
-		clusterGateway, sharedGateway, vmSubnet, vmRouter, filepath.Dir(netplan), script, sharedCIDR, map[bool]string{true: "dhcp", false: "static"}[dhcp])
+		clusterGateway, sharedGateway, vmSubnet, vmRouter, filepath.Dir(netplan), script, sharedCIDR, map[bool]string{true: "dhcp", false: "static"}[dhcp], onLink)
 	out, err = exec.CommandContext(ctx, "unshare", "--net", "sh", "-c", node).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "the script in a network namespace: %s", out)
 	logged, live, _ := strings.Cut(string(out), "---\n")
+	g.Expect(logged).To(ContainSubstring("no netplan configuration of eth1"), "without netplan, the live routes are left alone (a DHCP renewal would bring the default back)")
 	g.Expect(logged).To(ContainSubstring("eth1 (" + sharedPort.MACAddress + ") on " + sharedCIDR + " keeps no default route"))
 
 	By("the configuration a reboot or a DHCP renewal applies")
 	defaults, routes := defaultRoutes(t, netplan)
 	g.Expect(defaults).To(Equal([]string{clusterPort.MACAddress}), "%s", must(os.ReadFile(netplan)))
 	g.Expect(routes[sharedPort.MACAddress]).To(ContainElement(vmSubnet+" via "+vmRouter), "the route to the VM project's other subnet stays")
+	if dhcp {
+		g.Expect(routes[sharedPort.MACAddress]).To(ContainElement(onLink+" scope link"), "Neutron's on-link route to another subnet of the network stays")
+	}
 	gen := exec.CommandContext(ctx, "netplan", "generate", "--root-dir", root)
 	out, err = gen.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "netplan generate: %s", out)

@@ -86,7 +86,7 @@ func LabelValue(sharedNetwork string) string {
 // Inject returns the JSON patch adding a to a KubeadmConfigTemplate: the
 // label merged into the join configuration's node-labels (other labels
 // kept), the script appended to files and its command to
-// preKubeadmCommands.
+// preKubeadmCommands (cloud-config only: not for Ignition).
 func Inject(kct []byte, a Additions) ([]sharedport.Operation, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(kct, &doc); err != nil {
@@ -95,6 +95,11 @@ func Inject(kct []byte, a Additions) ([]sharedport.Operation, error) {
 	t := &bootstrapv1.KubeadmConfigTemplate{}
 	if err := json.Unmarshal(kct, t); err != nil {
 		return nil, fmt.Errorf("reading KubeadmConfigTemplate: %w", err)
+	}
+	if t.Spec.Template.Spec.Format == bootstrapv1.Ignition {
+		// Ignition runs preKubeadmCommands under set -e, and its images
+		// (Flatcar) have no python: the script would stop the join.
+		a.Script, a.Command = "", ""
 	}
 	label := LabelKey + "=" + a.Label
 	args := t.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs

@@ -126,3 +126,12 @@ func TestTheLabelValueIsValidForEverySharedNetworkName(t *testing.T) {
 	g.Expect(LabelValue(long)).NotTo(Equal(LabelValue(other)), "names alike in their first characters get different values")
 	g.Expect(LabelValue(long)).To(Equal(LabelValue(long)))
 }
+
+func TestAnIgnitionTemplateGetsTheLabelOnly(t *testing.T) {
+	g := NewWithT(t)
+	got := apply(t, `{"spec":{"template":{"spec":{"format":"ignition","joinConfiguration":{}}}}}`, For("vm-net", "10.0.0.0/24"))
+	g.Expect(got.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs).To(Equal([]bootstrapv1.Arg{
+		{Name: "node-labels", Value: ptr.To("sharednet.capo.io/network=vm-net")}}))
+	g.Expect(got.Spec.Template.Spec.Files).To(BeEmpty(), "Ignition runs preKubeadmCommands under set -e, on images without python")
+	g.Expect(got.Spec.Template.Spec.PreKubeadmCommands).To(BeEmpty())
+}
