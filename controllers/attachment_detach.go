@@ -173,8 +173,9 @@ func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.Share
 // asked — so a status written by someone else cannot point the VM credential
 // at another project's share, and a lost status still unshares — else the
 // recorded one (only for a cluster being deleted or gone: its credential may
-// be gone with it). The
-// policy ID deleted is Neutron's answer, never the status's.
+// be gone with it), which the shipped admission policy lets no one but the
+// extension write (config/policy). The policy ID deleted is Neutron's
+// answer, never the status's.
 func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) error {
 	project := ""
 	if a.Status.Share != nil {

@@ -221,7 +221,8 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 		}
 	}
 	for _, kind := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "Issuer", "Certificate", "ValidatingWebhookConfiguration", "ExtensionConfig"} {
+		"Role", "RoleBinding", "Service", "Deployment", "PodDisruptionBudget", "Issuer", "Certificate", "ValidatingWebhookConfiguration", "ExtensionConfig",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if len(byKind[kind]) == 0 {
 			t.Errorf("no %s in the components", kind)
 		}
@@ -328,6 +329,19 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 	}
 	if pod.ServiceAccountName == "" {
 		t.Error("the Deployment runs as the default ServiceAccount")
+	}
+	// The attachment policy lets the manager write attachments by its user
+	// name: a name prefix or namespace changed in config/base must change it.
+	manager := "'system:serviceaccount:" + ns + ":" + pod.ServiceAccountName + "'"
+	for _, p := range byKind["ValidatingAdmissionPolicy"] {
+		vars, _, _ := unstructured.NestedSlice(p.Object, "spec", "variables")
+		found := false
+		for _, v := range vars {
+			found = found || strings.Contains(fmt.Sprint(v.(map[string]any)["expression"]), manager)
+		}
+		if !found {
+			t.Errorf("ValidatingAdmissionPolicy %s does not let the manager's ServiceAccount write (%s not in %v)", p.GetName(), manager, vars)
+		}
 	}
 	for _, b := range append(byKind["ClusterRoleBinding"], byKind["RoleBinding"]...) {
 		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
