@@ -138,4 +138,13 @@ func TestOnlyTheExtensionWritesAttachments(t *testing.T) {
 		g.Expect(latest.Annotations).NotTo(HaveKey("cluster.x-k8s.io/paused"))
 		g.Expect(env.Client.Delete(ctx, latest)).To(Succeed(), "a cluster administrator (system:masters) may")
 	})
+
+	t.Run("Kubernetes deletes them with their Cluster or their namespace", func(t *testing.T) {
+		for _, user := range []string{"system:serviceaccount:kube-system:generic-garbage-collector", "system:serviceaccount:kube-system:namespace-controller", "system:kube-controller-manager"} {
+			g := NewWithT(t)
+			a := forged("demo-md-c")
+			g.Expect(extension.Create(ctx, a)).To(Succeed())
+			g.Expect(as(ctx, g, ns, user).Delete(ctx, a)).To(Succeed(), user)
+		}
+	})
 }
