@@ -116,11 +116,24 @@ func Capacity(in CapacityInput) *Violation {
 	}
 	need, reserved, kept := in.New.Headroom(), Reserved(in.Others), in.KeptForLoadBalancers
 	if in.FreeAddresses < need+reserved+kept {
+		// The tenant's own nodegroups are named; other tenants' are only
+		// counted (their namespaces, clusters and nodegroups are not this
+		// tenant's business).
 		var others []string
+		elsewhere := 0
+		namespace, _, _ := strings.Cut(in.New.Name, "/")
 		for _, o := range byName(in.Others) {
-			if h := o.Headroom(); h > 0 {
+			h := o.Headroom()
+			switch {
+			case h <= 0:
+			case strings.HasPrefix(o.Name, namespace+"/"):
 				others = append(others, fmt.Sprintf("%s holds %d and may take %d more", o.Name, o.Attached, h))
+			default:
+				elsewhere += h
 			}
+		}
+		if elsewhere > 0 {
+			others = append(others, fmt.Sprintf("%d by nodegroups of other namespaces", elsewhere))
 		}
 		attached := ""
 		if in.New.Attached > 0 {

@@ -125,7 +125,7 @@ func TestCapacity(t *testing.T) {
 			in: CapacityInput{Subnet: "sub-1", FreeAddresses: 20, New: newMD, Others: others}},
 		{name: "several consumers share one subnet: the others' headroom counts",
 			in:       CapacityInput{Subnet: "sub-1", FreeAddresses: 19, New: newMD, Others: others},
-			wantRule: RuleCapacity, wantIn: []string{"19 free", "needs 13", "reserve 7", "team-a/prod/md-b holds 4 and may take 2 more", "team-b/stage/md-0 holds 0 and may take 5 more"}},
+			wantRule: RuleCapacity, wantIn: []string{"19 free", "needs 13", "reserve 7", "team-a/prod/md-b holds 4 and may take 2 more", "5 by nodegroups of other namespaces"}},
 		{name: "the autoscaler's max size, not replicas, is what counts",
 			in: func() CapacityInput {
 				maxSize, _ := MaxSize(map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "20"}, ptr[int32](2))
@@ -160,6 +160,8 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
+// The refusal names the tenant's own other nodegroups, in one order, and
+// only counts what other namespaces' nodegroups reserve.
 func TestCapacityRefusalNamesTheOthersInOneOrder(t *testing.T) {
 	others := []Consumer{{Name: "team-b/stage/md-0", MaxSize: 3}, {Name: "team-a/prod/md-b", MaxSize: 5}, {Name: "team-c/old/md-x", MaxSize: 1}}
 	in := CapacityInput{Subnet: "sub-1", FreeAddresses: 5, New: Consumer{Name: "team-a/prod/md-a", MaxSize: 2}, Others: others}
@@ -168,8 +170,13 @@ func TestCapacityRefusalNamesTheOthersInOneOrder(t *testing.T) {
 	if got := Capacity(reversed).Message; got != want {
 		t.Errorf("the consumers gathered in another order give another refusal:\n%s\n%s", got, want)
 	}
-	if !strings.Contains(want, "(team-a/prod/md-b holds 0 and may take 6 more, team-b/stage/md-0 holds 0 and may take 4 more, team-c/old/md-x") {
-		t.Errorf("the others are not named by name: %s", want)
+	if !strings.Contains(want, "(team-a/prod/md-b holds 0 and may take 6 more, 6 by nodegroups of other namespaces)") {
+		t.Errorf("the tenant's own nodegroups are not named, or other namespaces' not counted: %s", want)
+	}
+	for _, other := range []string{"team-b/", "stage/", "team-c/", "old/"} {
+		if strings.Contains(want, other) {
+			t.Errorf("the refusal names %q of another namespace: %s", other, want)
+		}
 	}
 	if others[0].Name != "team-b/stage/md-0" {
 		t.Errorf("the refusal reordered its caller's consumers: %v", others)
