@@ -266,8 +266,9 @@ func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Clu
 // what the cluster owner may read: no VM project ID, Keystone URL or Secret.
 func (r *AttachmentReconciler) vmProjectFailed(ctx context.Context, sn *sharednetv1.SharedNetwork, doing string, err error) error {
 	ctrl.LoggerFrom(ctx).Error(err, doing, "sharedNetwork", sn.Name)
-	r.Recorder.Eventf(sn, corev1.EventTypeWarning, sharednetv1.EventVMProjectFailed, "%s: %v", doing, err)
-	return fmt.Errorf("%s with the VM project's credential failed; the administrator sees why on SharedNetwork %s (kubectl describe sharednetwork %s); retrying", doing, sn.Name, sn.Name)
+	namespace := extensionNamespace(r.Namespace)
+	administratorEvent(r.Recorder, namespace, sn, corev1.EventTypeWarning, sharednetv1.EventVMProjectFailed, fmt.Sprintf("%s: %v", doing, err))
+	return fmt.Errorf("%s with the VM project's credential failed; the administrator sees why in the Events of SharedNetwork %s (kubectl get events -n %s --field-selector involvedObject.name=%s); retrying", doing, sn.Name, namespace, sn.Name)
 }
 
 // nudge records the share on the Cluster; the change makes CAPI's topology

@@ -73,6 +73,9 @@ type AttachmentReconciler struct {
 	// Credentials opens sessions with the cluster's and the VM project's credentials.
 	Credentials credentials.Clouds
 	Recorder    record.EventRecorder
+	// Namespace is the extension's own, where the administrator's Events
+	// about SharedNetworks go; install.Namespace when empty.
+	Namespace string
 	// Checker is the decision service; one over Client and Credentials
 	// when nil.
 	Checker *preflight.Checker

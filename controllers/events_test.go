@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -54,6 +55,14 @@ type eventLog struct {
 var _ record.EventRecorder = &eventLog{}
 
 func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) {
+	if ref, ok := obj.(*corev1.ObjectReference); ok {
+		// As client-go's recorder: the Event is about the referenced object,
+		// in the reference's namespace.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.events = append(l.events, event{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, Type: eventType, Reason: reason, Message: message})
+		return
+	}
 	gvk, err := apiutil.GVKForObject(obj, scheme.New())
 	if err != nil {
 		l.t.Errorf("an Event about an object of no known kind (%T): %v", obj, err)
@@ -95,9 +104,11 @@ var vmProjectInternals = []string{"vm-project", fakecloud.DefaultKeystone, "vm-c
 // Cluster it names the nodegroup, and none carries VM-project internals.
 func expectTenantSafe(g Gomega, events []event) {
 	for _, e := range events {
-		if e.Namespace == "" {
-			continue // the cluster-scoped SharedNetwork: the administrator's
+		if e.Namespace == install.Namespace {
+			g.Expect(e.Kind).To(Equal("SharedNetwork"), "the administrator's Events, in the extension's namespace")
+			continue
 		}
+		g.Expect(e.Namespace).NotTo(BeEmpty(), "no Event in default, which tenants may read")
 		g.Expect(e.Kind).To(BeElementOf("Cluster", "SharedNetworkAttachment"), "Events in a tenant's namespace are on its own objects")
 		if e.Kind == "Cluster" {
 			g.Expect(e.Message).To(HavePrefix("nodegroup md-a: "), "an Event on the Cluster names the nodegroup")
@@ -184,10 +195,10 @@ func TestAVMProjectFailureIsTheAdministratorsEvent(t *testing.T) {
 	}
 	s.reconcile()
 	events := log.take()
-	g.Expect(events).To(ContainElement(And(about("SharedNetwork", "", "vm", corev1.EventTypeWarning, sharednetv1.EventVMProjectFailed),
+	g.Expect(events).To(ContainElement(And(about("SharedNetwork", install.Namespace, "vm", corev1.EventTypeWarning, sharednetv1.EventVMProjectFailed),
 		HaveField("Message", ContainSubstring(vmError.Error())))), "the administrator sees the VM project's error")
 	tenant := And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", sharednetv1.ReasonShareFailed),
-		HaveField("Message", ContainSubstring("kubectl describe sharednetwork vm")))
+		HaveField("Message", ContainSubstring("the Events of SharedNetwork vm (kubectl get events -n capo-sharednet-system --field-selector involvedObject.name=vm)")))
 	g.Expect(events).To(ContainElements(
 		And(about("Cluster", "team-a", "demo", corev1.EventTypeWarning, sharednetv1.ReasonShareFailed), tenant),
 		And(about("SharedNetworkAttachment", "team-a", sharednetv1.AttachmentName("demo", "md-a"), corev1.EventTypeWarning, sharednetv1.ReasonShareFailed), tenant),
@@ -204,7 +215,7 @@ func TestTheSharedNetworkControllerRecordsEachChangeOfReady(t *testing.T) {
 	log := &eventLog{t: t}
 	s.r.Recorder = log
 	s.reconcile()
-	g.Expect(log.take()).To(ConsistOf(And(about("SharedNetwork", "", "vm", corev1.EventTypeNormal, sharednetv1.ReasonFactsCurrent),
+	g.Expect(log.take()).To(ConsistOf(And(about("SharedNetwork", install.Namespace, "vm", corev1.EventTypeNormal, sharednetv1.ReasonFactsCurrent),
 		HaveField("Message", ContainSubstring("read from Neutron")))))
 
 	s.now = s.now.Add(DefaultResync + time.Second)
@@ -219,11 +230,11 @@ func TestTheSharedNetworkControllerRecordsEachChangeOfReady(t *testing.T) {
 		return nil
 	}
 	s.reconcile()
-	g.Expect(log.take()).To(ConsistOf(And(about("SharedNetwork", "", "vm", corev1.EventTypeWarning, sharednetv1.ReasonOpenStackUnavailable),
+	g.Expect(log.take()).To(ConsistOf(And(about("SharedNetwork", install.Namespace, "vm", corev1.EventTypeWarning, sharednetv1.ReasonOpenStackUnavailable),
 		HaveField("Message", ContainSubstring("503")))))
 
 	s.now = s.now.Add(DefaultResync + time.Second)
 	s.cloud.Fail = nil
 	s.reconcile()
-	g.Expect(log.take()).To(ConsistOf(about("SharedNetwork", "", "vm", corev1.EventTypeNormal, sharednetv1.ReasonFactsCurrent)))
+	g.Expect(log.take()).To(ConsistOf(about("SharedNetwork", install.Namespace, "vm", corev1.EventTypeNormal, sharednetv1.ReasonFactsCurrent)))
 }

@@ -61,7 +61,8 @@ const DefaultResync = 5 * time.Minute
 // network holds, its consumers, and a Ready condition.
 type SharedNetworkReconciler struct {
 	Client client.Client
-	// Namespace holds the credential Secrets (the extension's own).
+	// Namespace holds the credential Secrets (the extension's own), and the
+	// SharedNetworks' Events.
 	Namespace string
 	// Clouds opens the VM project with the SharedNetwork's credential, by
 	// the same path and session key as every other use of it (the Secret's
@@ -304,12 +305,12 @@ func (r *SharedNetworkReconciler) setReady(sn *sharednetv1.SharedNetwork, status
 	meta.SetStatusCondition(&sn.Status.Conditions, metav1.Condition{
 		Type: sharednetv1.ReadyCondition, Status: status, Reason: reason, Message: message, ObservedGeneration: sn.Generation,
 	})
-	if changed && r.Recorder != nil {
+	if changed {
 		eventType := corev1.EventTypeNormal
 		if status != metav1.ConditionTrue {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Event(sn, eventType, reason, message)
+		administratorEvent(r.Recorder, r.Namespace, sn, eventType, reason, message)
 	}
 }
 

@@ -269,6 +269,7 @@ func (m *Manager) SetupAttachmentController() error {
 		Credentials:      m.Credentials,
 		Checker:          m.Preflight,
 		Recorder:         m.recorder(),
+		Namespace:        m.opts.Namespace,
 		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)

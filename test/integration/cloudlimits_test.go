@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
@@ -81,6 +82,23 @@ func TestANewShareNeedsAnRBACPolicyTheVMProjectHas(t *testing.T) {
 		g.Expect(sn.Status.RBACPolicies).To(Equal(sharednetv1.QuotaUsage{Used: ptr.To(int32(limit)), Limit: ptr.To(int32(limit))}))
 		g.Expect(sn.Status.Shares).To(ConsistOf(sharednetv1.Share{ProjectID: first.ProjectID, RBACPolicyID: policy}))
 	}, 3*resync+10*time.Second, 250*time.Millisecond).Should(Succeed(), "the SharedNetwork shows the quota used up")
+	g.Eventually(func(g Gomega) {
+		for _, namespace := range []string{install.Namespace, metav1.NamespaceDefault} {
+			events := &corev1.EventList{}
+			g.Expect(env.Client.List(ctx, events, client.InNamespace(namespace))).To(Succeed())
+			var ready []string
+			for _, e := range events.Items {
+				if e.InvolvedObject.Kind == "SharedNetwork" && e.InvolvedObject.Name == sn.Name {
+					ready = append(ready, e.Reason)
+				}
+			}
+			if namespace == install.Namespace {
+				g.Expect(ready).To(ContainElement(sharednetv1.ReasonFactsCurrent), "the administrator's Event, in the extension's namespace")
+			} else {
+				g.Expect(ready).To(BeEmpty(), "nothing of the VM project in default, which tenants may read")
+			}
+		}
+	}, 10*time.Second, 250*time.Millisecond).Should(Succeed())
 
 	ns := grantedNamespace(ctx, g)
 	shared, _ := clusterOfTheExtension(ctx, t, ns, "quota-a", "c-quota-a")
