@@ -359,12 +359,12 @@ type VMIngressStatus struct {
 	// +required
 	Admission VMIngressAdmission `json:"admission,omitempty"`
 
-	// rules that admit it (security group ID/rule ID).
+	// admittingRules is how many security group rules of the VM project
+	// admit it. Their IDs are the VM project's and are not shown here: the
+	// attachment is in the cluster owner's namespace.
 	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=1000
-	// +kubebuilder:validation:items:MaxLength=511
-	Rules []string `json:"rules,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	AdmittingRules int32 `json:"admittingRules,omitempty"`
 
 	// suggestion is the command a VM-project owner would run when none does.
 	// +optional

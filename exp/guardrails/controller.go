@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"sort"
 	"strings"
@@ -518,9 +519,7 @@ func vmIngress(ctx context.Context, groups openstack.SecurityGroups, subnet shar
 	if len(rules) > 0 {
 		status.Admission = sharednetv1.VMIngressAdmitted
 	}
-	for _, rule := range rules {
-		status.Rules = append(status.Rules, rule.SecurityGroupID+"/"+rule.ID)
-	}
+	status.AdmittingRules = int32(min(len(rules), math.MaxInt32))
 	if status.Admission != sharednetv1.VMIngressAdmitted {
 		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", subnet.IPVersion, cidr)
 	}

@@ -18,6 +18,7 @@ package guardrails
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -39,6 +40,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -382,5 +384,28 @@ func TestAFailedReadOnTheFirstInstallInstallsWhatWasRead(t *testing.T) {
 			w.reconcile()
 			g.Expect(w.policyValues()).To(ContainElement("sharedPorts=['port-cluster-project-0']"), "completed once every value is read")
 		})
+	}
+}
+
+// The VM project's security group and rule IDs stay the VM project's: the
+// attachment, in the cluster owner's namespace, counts the rules that admit
+// the shared subnet and names none.
+func TestVMIngressCountsTheRulesWithoutNamingThem(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
+	w.clouds.SharedNetworks["vm"].IngressRules = []openstack.IngressRule{
+		{ID: "rule-0a1b", SecurityGroupID: "sg-vm-db", RemoteIPPrefix: "172.16.0.0/16"},
+		{ID: "rule-2c3d", SecurityGroupID: "sg-vm-web", RemoteIPPrefix: "172.16.5.0/24"},
+		{ID: "rule-narrow", SecurityGroupID: "sg-vm-web", RemoteIPPrefix: "172.16.5.0/25"},
+	}
+	w.reconcile()
+	in := w.attachment().Status.VMIngress
+	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
+	g.Expect(in.AdmittingRules).To(BeEquivalentTo(2), "a rule for part of the subnet does not admit it")
+	g.Expect(in.Suggestion).To(BeEmpty())
+	raw, err := json.Marshal(w.attachment().Status)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, id := range []string{"rule-0a1b", "rule-2c3d", "sg-vm-db", "sg-vm-web"} {
+		g.Expect(string(raw)).NotTo(ContainSubstring(id))
 	}
 }

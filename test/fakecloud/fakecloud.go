@@ -202,6 +202,9 @@ type Project struct {
 	OpenStackCluster *infrav1.OpenStackCluster
 	// PortQuota is the project's port quota; unlimited when nil.
 	PortQuota *openstack.Quota
+	// IngressRules are the project's security group rules that admit a
+	// range; IngressFrom returns those whose remote prefix contains it.
+	IngressRules []openstack.IngressRule
 	// RBACPolicyLimit is the project's quota of RBAC policies (each share
 	// made with its credential uses one, as in Neutron); unlimited when nil.
 	RBACPolicyLimit *int
@@ -444,9 +447,19 @@ func (p *Project) PortIDsOnNetwork(_ context.Context, networkID string) ([]strin
 	return ids, nil
 }
 
-// IngressFrom implements openstack.SecurityGroups: no rules.
-func (p *Project) IngressFrom(context.Context, netip.Prefix) ([]openstack.IngressRule, error) {
-	return nil, p.Cloud.call("IngressFrom")
+// IngressFrom implements openstack.SecurityGroups: the IngressRules whose
+// remote prefix contains cidr.
+func (p *Project) IngressFrom(_ context.Context, cidr netip.Prefix) ([]openstack.IngressRule, error) {
+	if err := p.Cloud.call("IngressFrom"); err != nil {
+		return nil, err
+	}
+	var out []openstack.IngressRule
+	for _, r := range p.IngressRules {
+		if remote, err := netip.ParsePrefix(r.RemoteIPPrefix); err == nil && remote.Bits() <= cidr.Bits() && remote.Contains(cidr.Addr()) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Clouds is a fake credentials.Clouds: each Cluster (by namespace/name) and
