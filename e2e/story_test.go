@@ -303,7 +303,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Eventually(func(g Gomega) {
 			in := ingress(g)
 			g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
-			g.Expect(in.AdmittingRules).To(BeEquivalentTo(1), "rule %s of group %s, counted, not named", rule.ID, sg.ID)
+			g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(1)), "rule %s of group %s, counted, not named", rule.ID, sg.ID)
 			g.Expect(in.Suggestion).To(BeEmpty())
 		}, 2*time.Minute, time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))

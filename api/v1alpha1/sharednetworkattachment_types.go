@@ -364,7 +364,7 @@ type VMIngressStatus struct {
 	// attachment is in the cluster owner's namespace.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	AdmittingRules int32 `json:"admittingRules,omitempty"`
+	AdmittingRules *int32 `json:"admittingRules,omitempty"`
 
 	// suggestion is the command a VM-project owner would run when none does.
 	// +optional

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -519,7 +520,7 @@ func vmIngress(ctx context.Context, groups openstack.SecurityGroups, subnet shar
 	if len(rules) > 0 {
 		status.Admission = sharednetv1.VMIngressAdmitted
 	}
-	status.AdmittingRules = int32(min(len(rules), math.MaxInt32))
+	status.AdmittingRules = ptr.To(int32(min(len(rules), math.MaxInt32)))
 	if status.Admission != sharednetv1.VMIngressAdmitted {
 		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", subnet.IPVersion, cidr)
 	}

@@ -401,7 +401,7 @@ func TestVMIngressCountsTheRulesWithoutNamingThem(t *testing.T) {
 	w.reconcile()
 	in := w.attachment().Status.VMIngress
 	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
-	g.Expect(in.AdmittingRules).To(BeEquivalentTo(2), "a rule for part of the subnet does not admit it")
+	g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(2)), "a rule for part of the subnet does not admit it")
 	g.Expect(in.Suggestion).To(BeEmpty())
 	raw, err := json.Marshal(w.attachment().Status)
 	g.Expect(err).NotTo(HaveOccurred())
