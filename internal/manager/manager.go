@@ -241,7 +241,7 @@ func (m *Manager) SetupHooks() error {
 // of a cluster's credential Secret.
 func (m *Manager) SetupWebhooks() error {
 	m.Server.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(m.Preflight, m.GetScheme()))
-	m.Server.Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(m.GetClient(), m.Credentials))
+	m.Server.Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(m.GetClient(), m.Credentials, m.opts.WatchNamespace))
 	return nil
 }
 

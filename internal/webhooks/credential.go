@@ -59,6 +59,11 @@ type CredentialGuard struct {
 	Reader client.Reader
 	// Identities names the Secret CAPO reads for an OpenStackCluster.
 	Identities IdentityResolver
+	// WatchNamespace is the manager's --namespace: a Secret of another
+	// namespace is not this instance's to keep (its cache cannot answer for
+	// it, and an error would block the deletion); every namespace when
+	// empty.
+	WatchNamespace string
 }
 
 // IdentityResolver names the Secret CAPO reads for an OpenStackCluster's
@@ -67,15 +72,19 @@ type IdentityResolver interface {
 	IdentitySecret(ctx context.Context, osc *infrav1.OpenStackCluster) (client.ObjectKey, error)
 }
 
-// NewCredentialWebhook returns the webhook to register at CredentialPath.
-func NewCredentialWebhook(reader client.Reader, identities IdentityResolver) *admission.Webhook {
-	return &admission.Webhook{Handler: &CredentialGuard{Reader: reader, Identities: identities}}
+// NewCredentialWebhook returns the webhook to register at CredentialPath,
+// for the Secrets of watchNamespace (every namespace when empty).
+func NewCredentialWebhook(reader client.Reader, identities IdentityResolver, watchNamespace string) *admission.Webhook {
+	return &admission.Webhook{Handler: &CredentialGuard{Reader: reader, Identities: identities, WatchNamespace: watchNamespace}}
 }
 
 // Handle implements admission.Handler.
 func (g *CredentialGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Delete || req.Kind.Kind != "Secret" || req.Kind.Group != "" {
 		return admission.Allowed("")
+	}
+	if g.WatchNamespace != "" && req.Namespace != g.WatchNamespace {
+		return admission.Allowed("namespace " + req.Namespace + " is not watched by this instance of capo-sharednet")
 	}
 	// A namespace deletion deletes Secrets with DeleteCollection, whose
 	// requests carry no name: the Secret's own metadata does.

@@ -19,6 +19,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -128,5 +130,37 @@ func TestTheCredentialOfAClusterOnASharedNetworkIsKeptWhileItsOpenStackClusterEx
 				}
 			}
 		})
+	}
+}
+
+// An instance with --namespace keeps only the credentials of its namespace:
+// its cache cannot answer for another one, and an error there would block
+// the deletion of every clouds.yaml Secret of the management cluster.
+func TestTheCredentialWebhookAnswersForItsWatchedNamespaceOnly(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(sharednetscheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			o := &client.ListOptions{}
+			o.ApplyOptions(opts)
+			if o.Namespace != "team-b" {
+				return fmt.Errorf("unable to list: %s because of unknown namespace for the cache", o.Namespace)
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	guard := &CredentialGuard{Reader: c, Identities: &credentials.Source{Client: c, APIReader: c}, WatchNamespace: "team-b"}
+	for _, ns := range []string{"team-a", "team-b"} {
+		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Delete, Namespace: ns, Name: "creds", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+		}}
+		if resp := guard.Handle(context.Background(), req); !resp.Allowed {
+			t.Errorf("the deletion of Secret %s/creds (no cluster uses it) is refused: %s", ns, resp.Result.Message)
+		}
+	}
+	unscoped := &CredentialGuard{Reader: c, Identities: guard.Identities}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Delete, Namespace: "team-a", Name: "creds", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+	}}
+	if resp := unscoped.Handle(context.Background(), req); resp.Allowed {
+		t.Error("an unscoped guard admitted a deletion it could not judge: the test's cache does not stand for a --namespace cache")
 	}
 }
