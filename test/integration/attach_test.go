@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -492,11 +493,18 @@ func establishShare(ctx context.Context, g Gomega, cluster *clusterv1.Cluster, t
 	g.Expect(env.Client.Status().Update(ctx, a)).To(Succeed())
 }
 
+// loseShareStatus empties the attachment's status, as a restore without
+// status or a lost write would; a write of another controller in between
+// (the workload guardrails write the same status) is retried.
 func loseShareStatus(ctx context.Context, g Gomega, cluster *clusterv1.Cluster, topology string) {
-	a := &sharednetv1.SharedNetworkAttachment{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}, a)).To(Succeed())
-	a.Status = sharednetv1.SharedNetworkAttachmentStatus{}
-	g.Expect(env.Client.Status().Update(ctx, a)).To(Succeed())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		a := &sharednetv1.SharedNetworkAttachment{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: sharednetv1.AttachmentName(cluster.Name, topology)}, a); err != nil {
+			return err
+		}
+		a.Status = sharednetv1.SharedNetworkAttachmentStatus{}
+		return env.Client.Status().Update(ctx, a)
+	})).To(Succeed())
 }
 
 // nudge makes the topology controller reconcile the Cluster (an annotation
