@@ -107,7 +107,7 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 		Spec: clusterv1.ClusterSpec{
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.SchemeGroupVersion.Group, Kind: "OpenStackCluster", Name: "demo"},
 			Topology: clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "class"}, Version: "v1.35.0",
-				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}, {Class: "w", Name: "md-b"}}}},
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a", Replicas: ptr.To[int32](1)}, {Class: "w", Name: "md-b", Replicas: ptr.To[int32](1)}}}},
 		},
 	}
 	variables.SetOverride(cluster, "md-a", []byte(`{"name":"vm"}`))

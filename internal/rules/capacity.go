@@ -93,6 +93,25 @@ func Reserved(consumers []Consumer) int {
 	return reserved
 }
 
+// Sized refuses to attach a nodegroup whose size nothing bounds: with
+// neither replicas in its topology nor the cluster autoscaler's max size,
+// CAPI leaves the MachineDeployment's replicas to whoever scales it (kubectl
+// scale on the MachineDeployment), past any room judged for it on the
+// subnet. A nodegroup already attached is not judged again for it (no
+// change of a running cluster is refused for what it was admitted with).
+func Sized(annotations map[string]string, replicas *int32) *Violation {
+	if replicas != nil {
+		return nil
+	}
+	if _, ok := annotations[clusterv1.AutoscalerMaxSizeAnnotation]; ok {
+		return nil
+	}
+	return &Violation{Rule: RuleCapacity, Field: "replicas", Message: fmt.Sprintf(
+		"the nodegroup sets neither replicas nor the cluster autoscaler's annotation %s, so CAPI leaves its MachineDeployment's replicas to whoever scales it "+
+			"and the addresses it may take on the shared subnet cannot be judged; set replicas on the nodegroup in the Cluster's topology, "+
+			"or the autoscaler's min-size and max-size annotations", clusterv1.AutoscalerMaxSizeAnnotation)}
+}
+
 // CapacityInput are the facts the capacity rule needs.
 type CapacityInput struct {
 	Subnet        string

@@ -182,3 +182,21 @@ func TestCapacityRefusalNamesTheOthersInOneOrder(t *testing.T) {
 		t.Errorf("the refusal reordered its caller's consumers: %v", others)
 	}
 }
+
+func TestSizedNamesTheFieldAndTheFix(t *testing.T) {
+	v := Sized(nil, nil)
+	if v == nil {
+		t.Fatal("a nodegroup with neither replicas nor an autoscaler max size was not refused")
+	}
+	for _, want := range []string{"replicas", clusterv1.AutoscalerMaxSizeAnnotation, "set replicas on the nodegroup", "min-size and max-size"} {
+		if !strings.Contains(v.Message, want) {
+			t.Errorf("%q does not say %q", v.Message, want)
+		}
+	}
+	if v.Rule != RuleCapacity || v.Field != "replicas" {
+		t.Errorf("rule %s field %s", v.Rule, v.Field)
+	}
+	if Sized(nil, ptr[int32](0)) != nil || Sized(map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "3"}, nil) != nil {
+		t.Error("a bounded nodegroup was refused")
+	}
+}

@@ -230,6 +230,11 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		out = append(out, some(ShareQuota(nw.Name, *n.RBACPolicies, n.NewShare))...)
 	}
 	if n.Size != nil {
+		if n.Check == CheckAttach {
+			if v := Sized(n.Size.Annotations, n.Size.Replicas); v != nil {
+				return append(out, v)
+			}
+		}
 		self, v := n.consumer()
 		if v != nil {
 			return append(out, v)

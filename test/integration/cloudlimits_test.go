@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
@@ -133,4 +135,33 @@ func useCredential(ctx context.Context, t *testing.T, ns, class, cloud string) {
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: class + "-cloud-config"}, secret)).To(Succeed())
 	secret.Data[openstack.CloudsSecretKey] = raw
 	g.Expect(env.Client.Update(ctx, secret)).To(Succeed())
+}
+
+// TestANodegroupWhoseSizeNothingBoundsIsNotAttached: without replicas in its
+// topology (and no autoscaler max size) CAPI leaves the MachineDeployment's
+// replicas to whoever scales it, so `kubectl scale` would grow an attached
+// nodegroup past the room judged on the subnet. The attach is refused at
+// admission by the real webhook, with the fix, and nothing changes; with
+// replicas the same attach is admitted.
+func TestANodegroupWhoseSizeNothingBoundsIsNotAttached(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	createSharedNetworks(ctx, t)
+	ns := grantedNamespace(ctx, g)
+	c, initial := clusterOfTheExtension(ctx, t, ns, "unsized", "c-unsized")
+
+	err := updateCluster(ctx, c, func(c *clusterv1.Cluster) {
+		topologyOf(c, "md-a").Replicas = nil
+		override("md-a", `{"name":"vm-net"}`)(c)
+	})
+	g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"),
+		ContainSubstring("sets neither replicas nor the cluster autoscaler's annotation"), ContainSubstring("set replicas on the nodegroup"))))
+	g.Consistently(func(g Gomega) {
+		g.Expect(observe(ctx, g, c)).To(Equal(initial), "nothing rolls")
+	}, 2*time.Second, 250*time.Millisecond).Should(Succeed())
+	latest := &clusterv1.Cluster{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), latest)).To(Succeed())
+	g.Expect(topologyOf(latest, "md-a").Replicas).NotTo(BeNil(), "the Cluster is as it was")
+
+	g.Expect(updateCluster(ctx, c, override("md-a", `{"name":"vm-net"}`))).To(Succeed(), "with its replicas, the same attach is admitted")
 }
