@@ -52,12 +52,7 @@ func expectNodesOnClusterNetwork(ctx context.Context, machines []plane.Machine, 
 	clusterPrefix := netip.MustParsePrefix(clusterCIDR)
 	sharedPrefix := netip.MustParsePrefix(vmNet.CIDR)
 	Eventually(func(g Gomega) {
-		nodes := &corev1.NodeList{}
-		g.Expect(pl.WorkloadClient.List(ctx, nodes)).To(Succeed())
-		byProvider := map[string]corev1.Node{}
-		for _, n := range nodes.Items {
-			byProvider[n.Spec.ProviderID] = n
-		}
+		byProvider := nodesByProvider(ctx, g)
 		for _, m := range machines {
 			n, ok := byProvider[m.ProviderID]
 			g.Expect(ok).To(BeTrue(), "a Node for machine %s (%s)", m.Name, m.ProviderID)
@@ -134,12 +129,7 @@ func createGuideService(ctx context.Context, cluster, service client.ObjectKey, 
 func expectNetworkLabel(ctx context.Context, machines []plane.Machine, want string) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		nodes := &corev1.NodeList{}
-		g.Expect(pl.WorkloadClient.List(ctx, nodes)).To(Succeed())
-		byProvider := map[string]corev1.Node{}
-		for _, n := range nodes.Items {
-			byProvider[n.Spec.ProviderID] = n
-		}
+		byProvider := nodesByProvider(ctx, g)
 		for _, m := range machines {
 			n, ok := byProvider[m.ProviderID]
 			g.Expect(ok).To(BeTrue(), "a Node for machine %s (%s)", m.Name, m.ProviderID)
@@ -150,6 +140,17 @@ func expectNetworkLabel(ctx context.Context, machines []plane.Machine, want stri
 			g.Expect(n.Labels).To(HaveKeyWithValue(nodeconfig.LabelKey, nodeconfig.LabelValue(want)), "Node %s", n.Name)
 		}
 	}, time.Minute, time.Second).Should(Succeed())
+}
+
+// nodesByProvider are the workload cluster's Nodes by provider ID.
+func nodesByProvider(ctx context.Context, g Gomega) map[string]corev1.Node {
+	nodes := &corev1.NodeList{}
+	g.Expect(pl.WorkloadClient.List(ctx, nodes)).To(Succeed())
+	byProvider := map[string]corev1.Node{}
+	for _, n := range nodes.Items {
+		byProvider[n.Spec.ProviderID] = n
+	}
+	return byProvider
 }
 
 // nodeAddresses are the first InternalIPs of a cluster's Nodes, each on the

@@ -172,20 +172,16 @@ type attachDecision struct {
 // the cache yet fails the call (CAPI retries it): read as "carries nothing",
 // it would rotate the templates a second time.
 func (h *Handlers) bootstrapFor(ctx context.Context, holder runtimehooksv1.HolderReference, d attachDecision) (*nodeconfig.Additions, error) {
-	md := &clusterv1.MachineDeployment{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); err != nil {
-		if apierrors.IsNotFound(err) {
-			return freshAdditions(d) // being created
-		}
+	md, current, err := h.currentTemplates(ctx, holder)
+	switch {
+	case md == nil && err == nil:
+		return freshAdditions(d) // being created
+	case md == nil:
 		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("reading the nodegroup's current OpenStackMachineTemplate %s (retrying): %w", md.Spec.Template.Spec.InfrastructureRef.Name, err)
 	}
 	spec := md.Spec.Template.Spec
-	current := &infrav1.OpenStackMachineTemplate{}
-	if spec.InfrastructureRef.Kind == "OpenStackMachineTemplate" && spec.InfrastructureRef.Name != "" {
-		if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: spec.InfrastructureRef.Name}, current); err != nil {
-			return nil, fmt.Errorf("reading the nodegroup's current OpenStackMachineTemplate %s (retrying): %w", spec.InfrastructureRef.Name, err)
-		}
-	}
 	if carried := sharedport.Carried(current.Spec.Template.Spec.Ports); carried == nil || !apiequality.Semantic.DeepEqual(*carried, *d.port) {
 		return freshAdditions(d)
 	}
@@ -374,22 +370,33 @@ func grantedPort(res preflight.Resolution, subnet string) *infrav1.PortOpts {
 // OpenStackMachineTemplate, or nil; exists says whether the
 // MachineDeployment exists (false while CAPI is creating it).
 func (h *Handlers) carriedPort(ctx context.Context, holder runtimehooksv1.HolderReference) (port *infrav1.PortOpts, exists bool, err error) {
-	md := &clusterv1.MachineDeployment{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); err != nil {
-		return nil, false, client.IgnoreNotFound(err)
-	}
-	ref := md.Spec.Template.Spec.InfrastructureRef
-	if ref.Kind != "OpenStackMachineTemplate" || ref.Name == "" {
+	md, osmt, err := h.currentTemplates(ctx, holder)
+	switch {
+	case md == nil:
+		return nil, false, err
+	case apierrors.IsNotFound(err):
 		return nil, true, nil
-	}
-	osmt := &infrav1.OpenStackMachineTemplate{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: ref.Name}, osmt); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, true, nil
-		}
+	case err != nil:
 		return nil, true, err
 	}
 	return sharedport.Carried(osmt.Spec.Template.Spec.Ports), true, nil
+}
+
+// currentTemplates reads the MachineDeployment the holder names (nil while
+// CAPI is creating it) and its current OpenStackMachineTemplate (empty when
+// it names none). The template's read error is returned as is: what a
+// template not found means is the caller's to say.
+func (h *Handlers) currentTemplates(ctx context.Context, holder runtimehooksv1.HolderReference) (*clusterv1.MachineDeployment, *infrav1.OpenStackMachineTemplate, error) {
+	md := &clusterv1.MachineDeployment{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: holder.Namespace, Name: holder.Name}, md); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	osmt := &infrav1.OpenStackMachineTemplate{}
+	ref := md.Spec.Template.Spec.InfrastructureRef
+	if ref.Kind != "OpenStackMachineTemplate" || ref.Name == "" {
+		return md, osmt, nil
+	}
+	return md, osmt, h.Reader.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: ref.Name}, osmt)
 }
 
 func builtins(vars []runtimehooksv1.Variable) (*runtimehooksv1.Builtins, error) {
