@@ -133,13 +133,16 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 		return reconcile.Result{RequeueAfter: pollRollout}, true, nil
 	}
 	s.a.Status.Share = share
-	r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared,
-		fmt.Sprintf("network %s is shared with the cluster's project %s (RBAC policy %s)", s.sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID))
+	r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared, sharedMessage(s.sn, share))
 	// Record the share before the nudge: GeneratePatches reads it.
 	if err := r.flush(ctx, s, true); err != nil {
 		return reconcile.Result{}, true, err
 	}
 	return reconcile.Result{}, false, nil
+}
+
+func sharedMessage(sn *sharednetv1.SharedNetwork, share *sharednetv1.Share) string {
+	return fmt.Sprintf("network %s is shared with the cluster's project %s (RBAC policy %s)", sn.Spec.NetworkID, share.ProjectID, share.RBACPolicyID)
 }
 
 // runsWithPort says whether the nodegroup's current template carries the

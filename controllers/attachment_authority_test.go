@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -383,4 +384,104 @@ func TestDetachWaitsWhileNeutronKeepsTheShare(t *testing.T) {
 	g.Expect(condition(a, sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonPortsRemain))
 	g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseDetaching))
 	g.Expect(s.cloud.Shares()).To(HaveLen(1))
+}
+
+// protectedRecords is the RecordGuard of an extension whose shipped
+// admission policy is in place (or not).
+type protectedRecords bool
+
+func (p protectedRecords) Protected(context.Context) bool { return bool(p) }
+
+// switchIdentity points the cluster's credential at project id of the same
+// Keystone, as a tenant editing its clouds.yaml Secret would.
+func (s *authorityStory) switchIdentity(id string) {
+	old := s.clouds.Clusters["team-a/demo"]
+	s.clouds.Clusters["team-a/demo"] = &fakecloud.Project{Cloud: s.cloud, ID: id, OpenStackCluster: old.OpenStackCluster}
+}
+
+// resync is the SharedNetwork controller's next write of the facts: the
+// attachment controller observes attached nodegroups again.
+func (s *authorityStory) resync() {
+	s.t.Helper()
+	sn := &sharednetv1.SharedNetwork{}
+	if err := s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn); err != nil {
+		s.t.Fatal(err)
+	}
+	now := metav1.Now()
+	sn.Status.LastRefreshTime = &now
+	if err := s.client.Status().Update(context.Background(), sn); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestAnIdentitySwitchOrphansNoShare: a cluster's credential pointed at
+// another project after the attach still has the share the extension made
+// released, from its record: on a detach, on the Cluster's deletion, and
+// when the credential never comes back. The switch is reported.
+func TestAnIdentitySwitchOrphansNoShare(t *testing.T) {
+	attached := func(t *testing.T) *authorityStory {
+		t.Helper()
+		s := newAuthorityStory(t, true, nil)
+		s.r.Records = protectedRecords(true)
+		s.reconcile()
+		g := NewWithT(t)
+		g.Expect(s.attachment("md-a").Status.Share.ProjectID).To(Equal("cluster-project"))
+		return s
+	}
+	noShareOf := func(g Gomega, s *authorityStory, project string) {
+		for _, share := range s.cloud.Shares() {
+			g.Expect(share[1]).NotTo(Equal(project), "no share of %s is left", project)
+		}
+	}
+
+	t.Run("the switch is reported, and undone", func(t *testing.T) {
+		g := NewWithT(t)
+		s := attached(t)
+		s.switchIdentity("project-2")
+		s.resync()
+		s.reconcile()
+		shared := condition(s.attachment("md-a"), sharednetv1.SharedCondition)
+		g.Expect(shared.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(shared.Reason).To(Equal(sharednetv1.ReasonProjectChanged))
+		g.Expect(shared.Message).To(And(ContainSubstring("shared with project cluster-project"), ContainSubstring("now authenticates to project project-2"), ContainSubstring("Point the credential back")))
+		g.Expect(s.cloud.Shares()).To(HaveLen(1), "nothing is shared for the new project, nothing unshared")
+
+		s.switchIdentity("cluster-project")
+		s.resync()
+		s.reconcile()
+		g.Expect(condition(s.attachment("md-a"), sharednetv1.SharedCondition).Reason).To(Equal(sharednetv1.ReasonShared))
+	})
+	t.Run("a detach after the switch unshares the recorded project", func(t *testing.T) {
+		g := NewWithT(t)
+		s := attached(t)
+		s.switchIdentity("project-2")
+		c := s.cluster()
+		s.update(c, func() { variables.SetOverride(c, "md-a", nil) })
+		s.reconcile()
+		noShareOf(g, s, "cluster-project")
+		g.Expect(s.cloud.Shares()).To(BeEmpty())
+	})
+	t.Run("a deleted cluster whose credential never comes back is unshared from the record", func(t *testing.T) {
+		g := NewWithT(t)
+		s := attached(t)
+		s.switchIdentity("project-2")
+		s.clouds.ClusterErr = errors.New("the Secret is gone")
+		g.Expect(s.client.Delete(context.Background(), s.cluster())).To(Succeed())
+		s.reconcile()
+		g.Expect(s.cloud.Shares()).To(BeEmpty())
+		a := &sharednetv1.SharedNetworkAttachmentList{}
+		g.Expect(s.client.List(context.Background(), a)).To(Succeed())
+		g.Expect(a.Items).To(BeEmpty(), "the attachment is released once its share is gone")
+	})
+	t.Run("without the admission policy a record is not trusted, and the administrator is told", func(t *testing.T) {
+		g := NewWithT(t)
+		s := attached(t)
+		s.r.Records = protectedRecords(false)
+		s.clouds.ClusterErr = errors.New("the Secret is gone")
+		g.Expect(s.client.Delete(context.Background(), s.cluster())).To(Succeed())
+		s.events()
+		s.reconcile()
+		g.Expect(s.cloud.Shares()).To(HaveLen(1), "a status anyone could have written deletes nothing")
+		g.Expect(s.events()).To(And(ContainSubstring(sharednetv1.EventShareNotReleased), ContainSubstring("project cluster-project"), ContainSubstring("capo-sharednet-attachments")))
+	})
 }

@@ -79,6 +79,9 @@ type AttachmentReconciler struct {
 	// Checker is the decision service; one over Client and Credentials
 	// when nil.
 	Checker *preflight.Checker
+	// Records says whether attachments' status is the extension's own
+	// record (the shipped admission policy is in place); nil: never.
+	Records RecordGuard
 	// WatchFilterValue is CAPI's --watch-filter: only Clusters (and, once
 	// their Cluster is gone, attachments) with that watch label are
 	// reconciled; every one when empty.

@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -166,41 +168,71 @@ func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.Share
 	return nil
 }
 
-// unshare deletes the share this attachment stands for, as Neutron knows
-// it: the policy of (this SharedNetwork's network, the cluster's project),
-// unless another live attachment of the same project uses it. The project is
-// the one the VM project's Keystone vouches for while the cluster can be
-// asked — so a status written by someone else cannot point the VM credential
-// at another project's share, and a lost status still unshares — else the
-// recorded one (only for a cluster being deleted or gone: its credential may
-// be gone with it), which the shipped admission policy lets no one but the
-// extension write (config/policy). The policy ID deleted is Neutron's
-// answer, never the status's.
+// unshare deletes the shares this attachment stands for, as Neutron knows
+// them: the policies of (this SharedNetwork's network, project) for the
+// project the attachment recorded at the share, and for the one the VM
+// project's Keystone vouches for now, unless another live attachment of the
+// same project uses it.
+//
+// Both, because a cluster's credential can be pointed at another project
+// after the attach (identity switch): the record still names the share the
+// extension made, and the verified project covers a share made just before
+// a lost record. The record is used only while the shipped admission policy
+// keeps everyone else from writing it (RecordGuard); it alone is enough for
+// a cluster being deleted or gone, whose credential may never come back. A
+// live cluster also has its project verified first: it can fix its
+// credential. The policy IDs deleted are Neutron's answer, never the
+// status's.
 func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) error {
-	project := ""
-	if a.Status.Share != nil {
-		project = a.Status.Share.ProjectID
+	recorded := ""
+	if a.Status.Share != nil && r.Records != nil && r.Records.Protected(ctx) {
+		recorded = a.Status.Share.ProjectID
 	}
 	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
 	if err != nil {
-		if project == "" && (cluster == nil || !cluster.DeletionTimestamp.IsZero()) {
+		if recorded == "" && a.Status.Share == nil && (cluster == nil || !cluster.DeletionTimestamp.IsZero()) {
 			return nil // nothing recorded, and no cluster to ask: nothing to find
 		}
-		// A live cluster with a lost status may still hold a share: retry.
+		// A share may remain (recorded, or a live cluster's lost status): retry.
 		return r.vmProjectFailed(ctx, sn, "opening the VM project to unshare", err)
+	}
+	projects := []string{}
+	if recorded != "" {
+		projects = append(projects, recorded)
 	}
 	if cluster != nil {
 		verified, err := r.verifiedProject(ctx, cluster, vm)
 		switch {
 		case err == nil:
-			project = verified
+			if verified != recorded {
+				projects = append(projects, verified)
+			}
 		case cluster.DeletionTimestamp.IsZero():
-			// A live cluster can fix its credential: never fall back to a
-			// status someone else may have written.
+			// A live cluster can fix its credential: its share is found
+			// by the project its Keystone vouches for, never by a status
+			// alone.
 			return fmt.Errorf("the cluster's project cannot be verified, so its share is not released yet (retrying): %w", err)
 		}
 	}
-	if project == "" || r.shareUsedElsewhere(ctx, a, sn, project) {
+	if a.Status.Share != nil && recorded == "" && len(projects) == 0 {
+		// A record that cannot be trusted, and no cluster to ask: tell the
+		// administrator, who can check the share by hand.
+		administratorEvent(r.Recorder, extensionNamespace(r.Namespace), sn, corev1.EventTypeWarning, sharednetv1.EventShareNotReleased,
+			fmt.Sprintf("attachment %s/%s records a share with project %s, but it is not released: the admission policy %s that protects attachments is not in place, and the cluster's project cannot be verified; check with openstack network rbac list --target-project %s",
+				a.Namespace, a.Name, a.Status.Share.ProjectID, install.AttachmentsPolicy, a.Status.Share.ProjectID))
+	}
+	for _, project := range projects {
+		if err := r.unshareProject(ctx, vm, sn, a, project); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unshareProject deletes the share of (the SharedNetwork's network,
+// project) unless another live attachment of project uses it.
+func (r *AttachmentReconciler) unshareProject(ctx context.Context, vm openstack.VMCloud, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment, project string) error {
+	if r.shareUsedElsewhere(ctx, a, sn, project) {
 		return nil
 	}
 	policy, err := vm.FindShare(ctx, sn.Spec.NetworkID, project)

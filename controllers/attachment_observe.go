@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
@@ -64,6 +65,7 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 	if !ok || last != s.sn.ResourceVersion || becomingAttached {
 		r.observeLoadBalancers(ctx, cluster, a)
 		r.observeCloudFits(ctx, s)
+		r.observeProject(ctx, s)
 		r.observed.Store(a.UID, s.sn.ResourceVersion)
 	}
 	if rollout.Attached(m.carries) {
@@ -104,6 +106,39 @@ func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, s *nodegrou
 	// Fits, or facts too old to judge (the SharedNetwork's Ready says why).
 	r.condition(a, cluster, sharednetv1.CloudFitsCondition, metav1.ConditionTrue, sharednetv1.ReasonCloudFits,
 		fmt.Sprintf("subnet %s of SharedNetwork %s still fits the nodegroup", a.Spec.Subnet, a.Spec.SharedNetwork))
+}
+
+// observeProject reports a nodegroup whose cluster's credential now
+// authenticates to another project than the one its share was made for (an
+// identity switch after the attach): machines CAPO makes in that project get
+// no shared port. Nothing is shared or unshared for it; the detach releases
+// the recorded share (and any of the new project). A check that cannot be
+// made changes nothing, and is logged.
+func (r *AttachmentReconciler) observeProject(ctx context.Context, s *nodegroupScope) {
+	a, cluster := s.a, s.cluster
+	if s.judged || !a.ShareEstablished() {
+		return // a reconcile that just shared verified the project
+	}
+	vm, err := r.Credentials.ForSharedNetwork(ctx, s.sn)
+	verified := ""
+	if err == nil {
+		verified, err = r.verifiedProject(ctx, cluster, vm)
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("cannot verify the cluster's project; Shared keeps its last value", "attachment", klog.KObj(a), "error", err.Error())
+		return
+	}
+	recorded := a.Status.Share.ProjectID
+	if verified != recorded {
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionFalse, sharednetv1.ReasonProjectChanged, fmt.Sprintf(
+			"the network is shared with project %s, the one this nodegroup attached with, but the cluster's credential now authenticates to project %s: "+
+				"machines created there get no shared port. Point the credential back at project %s, or remove the sharedNetwork variable (the detach unshares project %s) and set it again",
+			recorded, verified, recorded, recorded))
+		return
+	}
+	if c := conditions.Get(a, sharednetv1.SharedCondition); c != nil && c.Reason == sharednetv1.ReasonProjectChanged {
+		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared, sharedMessage(s.sn, a.Status.Share))
+	}
 }
 
 // observeLoadBalancers lists this cluster's LBs on the subnet (the detach

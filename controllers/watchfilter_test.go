@@ -38,8 +38,8 @@ func TestAttachmentControllerReconcilesOnlyItsWatchFilter(t *testing.T) {
 	g := NewWithT(t)
 	s := newAuthorityStory(t, true, nil)
 	east := s.r
-	east.WatchFilterValue = "east"
-	west := &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder, WatchFilterValue: "west"}
+	east.WatchFilterValue, east.Records = "east", protectedRecords(true)
+	west := &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder, WatchFilterValue: "west", Records: protectedRecords(true)}
 	reconcileBy := func(r *AttachmentReconciler) {
 		t.Helper()
 		_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}})

@@ -88,6 +88,9 @@ const (
 	ReasonNotGranted                = "NotGranted"
 	ReasonClusterCredentialsInvalid = "ClusterCredentialsInvalid"
 	ReasonForeignKeystone           = "ForeignKeystone"
+	// ReasonProjectChanged: the cluster's credential now authenticates to
+	// another project than the one the network was shared with.
+	ReasonProjectChanged = "ProjectChanged"
 	// ReasonRBACPolicyQuotaExceeded: Neutron refused the share, the VM
 	// project has no RBAC policy left (rule share-quota, judged too late).
 	ReasonRBACPolicyQuotaExceeded = "RBACPolicyQuotaExceeded"
@@ -152,6 +155,9 @@ const (
 	// EventVMProjectFailed: a call with the VM project's credential failed
 	// (on the SharedNetwork, for the administrator only).
 	EventVMProjectFailed = "VMProjectFailed"
+	// EventShareNotReleased: a detach let an attachment go whose recorded
+	// share it could not check (on the SharedNetwork, for the administrator).
+	EventShareNotReleased = "ShareNotReleased"
 )
 
 // SharedNetworkAttachmentSpec identifies the nodegroup and what it asked for.

@@ -392,9 +392,20 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		}
 	}
 
-	step("registering the extension (ExtensionConfig %s -> %s)", ExtensionConfigName, p.ExtensionURL)
+	step("registering the extension (ExtensionConfig %s -> %s) and its admission policy", ExtensionConfigName, p.ExtensionURL)
 	if err := p.registerExtension(ctx, ours.serving.LocalServingCAData); err != nil {
 		return nil, err
+	}
+	// As config/default ships it: only the extension writes attachments,
+	// and the detach trusts their records only while it is in place.
+	policy, binding, err := providers.AttachmentPolicy(p.opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := p.Client.Create(ctx, o); err != nil {
+			return nil, fmt.Errorf("config/policy: %w", err)
+		}
 	}
 	step("starting the stand-ins: control plane, node simulator; a cloud controller manager per cluster")
 	if err := p.startStandIns(ctx, binaries["openstack-cloud-controller-manager"]); err != nil {

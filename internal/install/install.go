@@ -22,3 +22,7 @@ package install
 // Namespace is where config/ installs the extension: the manager runs there
 // and the VM projects' credential Secrets live there.
 const Namespace = "capo-sharednet-system"
+
+// AttachmentsPolicy names the ValidatingAdmissionPolicy, and its binding,
+// that config/policy ships: only the extension writes SharedNetworkAttachments.
+const AttachmentsPolicy = "capo-sharednet-attachments"

@@ -270,6 +270,7 @@ func (m *Manager) SetupAttachmentController() error {
 		Checker:          m.Preflight,
 		Recorder:         m.recorder(),
 		Namespace:        m.opts.Namespace,
+		Records:          &controllers.PolicyGuard{Reader: m.GetAPIReader()},
 		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)

@@ -36,6 +36,9 @@ package manager
 // The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The detach trusts an attachment's record only while the shipped admission
+// policy that protects it is in place (controllers.PolicyGuard).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
 // The diagnostics endpoint authenticates and authorizes its callers
 // (controller-runtime's filters, CAPI's util/flags).
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

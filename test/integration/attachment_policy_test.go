@@ -17,24 +17,20 @@ limitations under the License.
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // extensionServiceAccount is the user the shipped manager runs as
@@ -45,15 +41,8 @@ const extensionServiceAccount = "system:serviceaccount:capo-sharednet-system:cap
 // and removes it at the end.
 func installAttachmentPolicy(ctx context.Context, t *testing.T, g Gomega) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", "attachments.yaml"))
+	policy, binding, err := providers.AttachmentPolicy(filepath.Join("..", ".."))
 	g.Expect(err).NotTo(HaveOccurred())
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for _, into := range []any{policy, binding} {
-		g.Expect(dec.Decode(into)).To(Succeed())
-	}
-	g.Expect(dec.Decode(&struct{}{})).To(MatchError(io.EOF), "the policy and its binding, nothing else")
 	for _, o := range []client.Object{policy, binding} {
 		g.Expect(env.Client.Create(ctx, o)).To(Succeed())
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })

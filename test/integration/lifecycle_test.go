@@ -82,7 +82,7 @@ func startAttachmentController(t *testing.T) *attachmentController {
 		t.Fatal(err)
 	}
 	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: install.Namespace, Sessions: &openstack.Sessions{}}
-	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet")}).SetupWithManager(mgr); err != nil {
+	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet"), Records: &controllers.PolicyGuard{Reader: mgr.GetAPIReader()}}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

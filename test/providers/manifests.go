@@ -207,3 +207,25 @@ func SplitYAML(data []byte, what string) ([][]byte, error) {
 		docs = append(docs, doc)
 	}
 }
+
+// AttachmentPolicy reads config/policy/attachments.yaml under root: the
+// ValidatingAdmissionPolicy that keeps SharedNetworkAttachments the
+// extension's, and its binding, as the components ship them.
+func AttachmentPolicy(root string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	path := filepath.Join(root, "config", "policy", "attachments.yaml")
+	docs, err := YAMLDocuments(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(docs) != 2 {
+		return nil, nil, fmt.Errorf("%s: want the policy and its binding, found %d documents", path, len(docs))
+	}
+	policy, binding := &admissionv1.ValidatingAdmissionPolicy{}, &admissionv1.ValidatingAdmissionPolicyBinding{}
+	if err := yaml.UnmarshalStrict(docs[0], policy); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := yaml.UnmarshalStrict(docs[1], binding); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return policy, binding, nil
+}

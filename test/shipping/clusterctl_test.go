@@ -343,6 +343,13 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 			t.Errorf("ValidatingAdmissionPolicy %s does not let the manager's ServiceAccount write (%s not in %v)", p.GetName(), manager, vars)
 		}
 	}
+	// The detach trusts an attachment's record only while the policy and
+	// its binding the manager looks for (by name) are installed.
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		if names := namesOf(byKind[kind]); !slices.Contains(names, install.AttachmentsPolicy) {
+			t.Errorf("the components have no %s %s, which the manager checks before it trusts an attachment's record (found %v)", kind, install.AttachmentsPolicy, names)
+		}
+	}
 	for _, b := range append(byKind["ClusterRoleBinding"], byKind["RoleBinding"]...) {
 		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
 		for _, s := range subjects {
@@ -846,4 +853,12 @@ func mustRead(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func namesOf(objects []unstructured.Unstructured) []string {
+	names := make([]string, 0, len(objects))
+	for _, o := range objects {
+		names = append(names, o.GetName())
+	}
+	return names
 }
