@@ -64,6 +64,14 @@ func main() {
 	pflag.StringVar(&opts.WatchFilterValue, "watch-filter", "", fmt.Sprintf("Label value that the controllers watch: only Clusters and SharedNetworks labelled %s=<value> are reconciled; every one when empty.", clusterv1.WatchLabel))
 	pflag.StringVar(&opts.Namespace, "credentials-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the SharedNetwork credential Secrets (the extension's own; default "+install.Namespace+").")
 	pflag.DurationVar(&opts.Resync, "sharednetwork-resync", controllers.DefaultResync, "How often SharedNetwork facts are read again from Neutron when nothing changed.")
+	// CAPI's controller and client flags.
+	pflag.IntVar(&opts.Concurrency.Attachments, "sharednetworkattachment-concurrency", manager.DefaultConcurrency, "Number of Clusters whose nodegroups' attachments are reconciled at once.")
+	pflag.IntVar(&opts.Concurrency.SharedNetworks, "sharednetwork-concurrency", manager.DefaultConcurrency, "Number of SharedNetworks whose facts are read at once.")
+	pflag.IntVar(&opts.Concurrency.WorkloadGuardrails, "workloadguardrails-concurrency", manager.DefaultConcurrency, "Number of Clusters the workload guardrails check at once (WorkloadGuardrails feature).")
+	pflag.DurationVar(&opts.ReconcileTimeout, "reconcile-timeout", manager.DefaultReconcileTimeout, "Deadline of one reconcile, every OpenStack call in it included; a slow cloud gives up and retries later.")
+	pflag.DurationVar(&opts.SyncPeriod, "sync-period", 10*time.Minute, "How often the cache relists every object it watches.")
+	kubeAPIQPS := pflag.Float32("kube-api-qps", 20, "Maximum queries per second from the manager to the Kubernetes API server.")
+	kubeAPIBurst := pflag.Int("kube-api-burst", 30, "Maximum burst of queries from the manager to the Kubernetes API server.")
 	feature.MutableGates.AddFlag(pflag.CommandLine)
 	// Logging as CAPI's managers do it: --v for the level, --logging-format.
 	logOptions := logs.NewOptions()
@@ -89,7 +97,9 @@ func main() {
 	opts.TLSOpts, opts.Metrics = tlsOpts, metrics
 	opts.WorkloadGuardrails = feature.Gates.Enabled(feature.WorkloadGuardrails)
 
-	mgr, err := manager.New(ctrl.GetConfigOrDie(), opts)
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = *kubeAPIQPS, *kubeAPIBurst
+	mgr, err := manager.New(restConfig, opts)
 	if err != nil {
 		log.Error(err, "unable to set up the manager")
 		os.Exit(1)

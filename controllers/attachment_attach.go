@@ -118,7 +118,8 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 		return reconcile.Result{}, false, nil
 	}
 	s.a.Status.Phase = sharednetv1.PhaseSharing
-	share, err := r.share(ctx, s.cluster, s.sn, project)
+	share, release, err := r.share(ctx, s.cluster, s.sn, project)
+	defer release()
 	if err != nil {
 		var refused *shareRefusedError
 		var noPolicyLeft *noPolicyLeftError
@@ -134,7 +135,8 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 	}
 	s.a.Status.Share = share
 	r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared, sharedMessage(s.sn, share))
-	// Record the share before the nudge: GeneratePatches reads it.
+	// Record the share before the nudge (GeneratePatches reads it), and
+	// before another cluster's detach may judge whether the share is used.
 	if err := r.flush(ctx, s, true); err != nil {
 		return reconcile.Result{}, true, err
 	}
@@ -230,38 +232,45 @@ type noPolicyLeftError struct{ error }
 // (credentials.VerifiedProject), never what the cluster's credential alone
 // claims: project when the check before the share just verified it,
 // verified here otherwise (a share found lost, a status lost).
-func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, project string) (*sharednetv1.Share, error) {
+//
+// The share is made holding the network's lock (after the tenant's cloud was
+// asked, so a slow one holds nobody else), which the caller releases once it
+// has recorded the share: a concurrent detach of another cluster of the same
+// project then sees the record before it judges the share unused.
+func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, project string) (_ *sharednetv1.Share, release func(), _ error) {
+	release = func() {}
 	var clusterCloud openstack.Identity
 	if project == "" {
 		c, _, err := r.Credentials.ForCluster(ctx, cluster)
 		if err != nil {
-			return nil, &shareRefusedError{reason: sharednetv1.ReasonClusterCredentialsInvalid, err: fmt.Errorf("the cluster's OpenStack credential cannot be used: %w", err)}
+			return nil, release, &shareRefusedError{reason: sharednetv1.ReasonClusterCredentialsInvalid, err: fmt.Errorf("the cluster's OpenStack credential cannot be used: %w", err)}
 		}
 		clusterCloud = c
 	}
 	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
 	if err != nil {
-		return nil, r.vmProjectFailed(ctx, sn, "opening the VM project", err)
+		return nil, release, r.vmProjectFailed(ctx, sn, "opening the VM project", err)
 	}
 	if project == "" {
 		if project, err = credentials.VerifiedProject(ctx, clusterCloud, vm); err != nil {
-			return nil, &shareRefusedError{reason: sharednetv1.ReasonForeignKeystone, err: fmt.Errorf("%w; nothing was shared", err)}
+			return nil, release, &shareRefusedError{reason: sharednetv1.ReasonForeignKeystone, err: fmt.Errorf("%w; nothing was shared", err)}
 		}
 	}
+	release = r.lockNetwork(sn.Spec.NetworkID)
 	policy, err := vm.Share(ctx, sn.Spec.NetworkID, project)
 	var overQuota *openstack.OverQuotaError
 	if errors.As(err, &overQuota) {
 		// Admission judged the quota on facts up to a resync old (or could
 		// not read it): the owner learns what the rule would have said.
 		_ = r.vmProjectFailed(ctx, sn, "sharing the network", err)
-		return nil, &noPolicyLeftError{fmt.Errorf(
+		return nil, release, &noPolicyLeftError{fmt.Errorf(
 			"sharing SharedNetwork %s with this cluster's project needs one more RBAC policy, but Neutron refused it: the VM project has used its quota; "+
 				"ask the cloud operator to raise quota rbac_policy of the VM project, or detach a project that no longer needs a network of it; retrying", sn.Name)}
 	}
 	if err != nil {
-		return nil, r.vmProjectFailed(ctx, sn, "sharing the network", err)
+		return nil, release, r.vmProjectFailed(ctx, sn, "sharing the network", err)
 	}
-	return &sharednetv1.Share{ProjectID: project, RBACPolicyID: policy}, nil
+	return &sharednetv1.Share{ProjectID: project, RBACPolicyID: policy}, release, nil
 }
 
 // vmProjectFailed records the VM project's error where the administrator

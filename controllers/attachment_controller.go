@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -94,6 +95,16 @@ type AttachmentReconciler struct {
 	// events cause: at scale those calls would grow with the events. Lost
 	// with the process: a new leader observes each attachment once.
 	observed sync.Map
+	// networks holds a *sync.Mutex per shared network: its shares are made
+	// and released one at a time (the workers reconcile Clusters at once).
+	networks sync.Map
+}
+
+// lockNetwork locks the shares of network and returns the unlock.
+func (r *AttachmentReconciler) lockNetwork(network string) func() {
+	m, _ := r.networks.LoadOrStore(network, &sync.Mutex{})
+	m.(*sync.Mutex).Lock()
+	return m.(*sync.Mutex).Unlock
 }
 
 func (r *AttachmentReconciler) checker() *preflight.Checker {
@@ -103,8 +114,11 @@ func (r *AttachmentReconciler) checker() *preflight.Checker {
 	return r.Checker
 }
 
-// SetupWithManager registers the reconciler.
-func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the reconciler. options.MaxConcurrentReconciles
+// Clusters are reconciled at once (never one Cluster twice at once): a
+// tenant whose cloud is slow holds one worker, not the others' attaches.
+func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
+	r.checker() // set once, before the workers share it
 	byClusterLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
@@ -112,6 +126,7 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return nil
 	})
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(options).
 		For(&clusterv1.Cluster{}, builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}

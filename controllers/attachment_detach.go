@@ -221,6 +221,7 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 			fmt.Sprintf("attachment %s/%s records a share with project %s, but it is not released: the admission policy %s that protects attachments is not in place, and the cluster's project cannot be verified; check with openstack network rbac list --target-project %s",
 				a.Namespace, a.Name, a.Status.Share.ProjectID, install.AttachmentsPolicy, a.Status.Share.ProjectID))
 	}
+	defer r.lockNetwork(sn.Spec.NetworkID)()
 	for _, project := range projects {
 		if err := r.unshareProject(ctx, vm, sn, a, project); err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,9 +72,16 @@ var ownedConditions = []string{
 // Ready summary, through CAPI's patch helper: only the fields that changed
 // are sent and only its own conditions are taken as authoritative, so the
 // guardrails' findings written in between are kept.
+// statusWriteTimeout bounds a status write past the reconcile's deadline.
+const statusWriteTimeout = 30 * time.Second
+
 func (r *AttachmentReconciler) patchAttachment(ctx context.Context, helper *patch.Helper, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) error {
 	conditions.Set(a, pausedCondition(cluster, a))
 	setReady(a)
+	// What a reconcile found is written even when its deadline
+	// (--reconcile-timeout) ended it: a slow cloud's reason is reported.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+	defer cancel()
 	if err := helper.Patch(ctx, a, patch.WithOwnedConditions{Conditions: ownedConditions}, patch.WithStatusObservedGeneration{}); err != nil {
 		return fmt.Errorf("writing the status of SharedNetworkAttachment %s: %w", a.Name, err)
 	}

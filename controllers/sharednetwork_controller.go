@@ -36,6 +36,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -80,8 +81,9 @@ type SharedNetworkReconciler struct {
 
 // SetupWithManager registers the reconciler: SharedNetworks, their
 // credential Secrets and the attachments that consume them.
-func (r *SharedNetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *SharedNetworkReconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(options).
 		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sharedNetworksOfSecret)).

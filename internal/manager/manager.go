@@ -91,6 +91,39 @@ type Options struct {
 	// WorkloadGuardrails is the value of the WorkloadGuardrails feature gate
 	// (internal/feature): New then runs exp/guardrails.
 	WorkloadGuardrails bool
+	// Concurrency is how many objects each controller reconciles at once
+	// (CAPI's --<kind>-concurrency); zero keeps DefaultConcurrency.
+	Concurrency Concurrency
+	// ReconcileTimeout bounds one reconcile (every OpenStack call in it);
+	// DefaultReconcileTimeout when zero.
+	ReconcileTimeout time.Duration
+	// SyncPeriod is how often the cache relists every object (CAPI's
+	// --sync-period); controller-runtime's default when zero.
+	SyncPeriod time.Duration
+}
+
+// Concurrency is the workers of each controller.
+type Concurrency struct {
+	SharedNetworks, Attachments, WorkloadGuardrails int
+}
+
+// The defaults: a tenant whose cloud is slow holds one worker for at most
+// one reconcile timeout, and the other tenants' clusters go on meanwhile.
+const (
+	DefaultConcurrency      = 10
+	DefaultReconcileTimeout = 2 * time.Minute
+)
+
+// controllerOptions are the options of a controller with workers workers.
+func (o Options) controllerOptions(workers int) controller.Options {
+	if workers <= 0 {
+		workers = DefaultConcurrency
+	}
+	timeout := o.ReconcileTimeout
+	if timeout <= 0 {
+		timeout = DefaultReconcileTimeout
+	}
+	return controller.Options{MaxConcurrentReconciles: workers, ReconciliationTimeout: timeout}
 }
 
 // Manager is the controller-runtime manager with what its pieces share: the
@@ -156,6 +189,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if opts.SyncPeriod > 0 {
+		cacheOpts.SyncPeriod = &opts.SyncPeriod
 	}
 	if opts.WatchNamespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}
@@ -255,7 +291,7 @@ func (m *Manager) SetupSharedNetworkController() error {
 		Recorder:         m.recorder(),
 		WatchFilterValue: m.opts.WatchFilterValue,
 		Clouds:           m.Credentials,
-	}).SetupWithManager(m); err != nil {
+	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.SharedNetworks)); err != nil {
 		return fmt.Errorf("setting up the SharedNetwork controller: %w", err)
 	}
 	return nil
@@ -272,7 +308,7 @@ func (m *Manager) SetupAttachmentController() error {
 		Namespace:        m.opts.Namespace,
 		Records:          &controllers.PolicyGuard{Reader: m.GetAPIReader()},
 		WatchFilterValue: m.opts.WatchFilterValue,
-	}).SetupWithManager(m); err != nil {
+	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.Attachments)); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)
 	}
 	return nil
@@ -295,7 +331,7 @@ func (m *Manager) SetupWorkloadGuardrails() error {
 	if err := (&guardrails.Reconciler{
 		Client: m.GetClient(), ClusterCache: clusterCache, Credentials: m.Credentials,
 		Recorder: m.recorder(), WatchFilterValue: m.opts.WatchFilterValue,
-	}).SetupWithManager(m); err != nil {
+	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.WorkloadGuardrails)); err != nil {
 		return fmt.Errorf("setting up the workload guardrails: %w", err)
 	}
 	return nil

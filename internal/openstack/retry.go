@@ -34,6 +34,8 @@ import (
 type retryPolicy struct {
 	attempts int
 	backoff  time.Duration
+	// budget bounds the call with all its attempts (none when zero).
+	budget time.Duration
 }
 
 var defaultRetry = retryPolicy{attempts: 4, backoff: 200 * time.Millisecond}
@@ -57,6 +59,11 @@ func transient(err error) bool {
 
 // do runs call until it succeeds, fails for good, or attempts run out.
 func (p retryPolicy) do(ctx context.Context, call func(context.Context) error) error {
+	if p.budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.budget)
+		defer cancel()
+	}
 	var err error
 	wait := p.backoff
 	for attempt := 1; ; attempt++ {

@@ -45,9 +45,26 @@ const (
 	CASecretKey     = "cacert"
 )
 
-// DefaultTimeout bounds each HTTP request to OpenStack: a hung API must not
-// hang a reconciler (CAPO's client has no timeout; ours does).
-const DefaultTimeout = 30 * time.Second
+// The bounds on what a cloud may cost the extension. A tenant chooses its
+// cluster's Keystone (and, through its catalog, its Neutron and Octavia): a
+// tarpit or an endless answer must cost a bounded time and memory, and only
+// the callers of that credential (Sessions).
+const (
+	// DefaultTimeout bounds each HTTP request to OpenStack: a hung API must
+	// not hang a reconciler (CAPO's client has no timeout; ours does).
+	DefaultTimeout = 30 * time.Second
+	// DefaultAuthTimeout bounds an authentication, every request of it.
+	DefaultAuthTimeout = 30 * time.Second
+	// DefaultCallTimeout bounds one call (a read and its retries).
+	DefaultCallTimeout = time.Minute
+	// DefaultMaxResponseBytes bounds the body of any answer: a VM project's
+	// largest list (thousands of ports) is a few MiB.
+	DefaultMaxResponseBytes = 32 << 20
+	// tokenRefreshMargin: a session whose token expires sooner is
+	// authenticated again before it is used (its token is validated by the
+	// VM project's Keystone as it is, never re-issued on the way).
+	tokenRefreshMargin = 5 * time.Minute
+)
 
 // Credential is a clouds.yaml entry and its optional CA bundle.
 type Credential struct {
@@ -88,9 +105,23 @@ func CredentialFromData(data map[string][]byte, where, cloudName string) (Creden
 type Options struct {
 	// Timeout of each HTTP request; DefaultTimeout when zero.
 	Timeout time.Duration
+	// AuthTimeout bounds an authentication; DefaultAuthTimeout when zero.
+	AuthTimeout time.Duration
+	// CallTimeout bounds one call with its retries; DefaultCallTimeout when zero.
+	CallTimeout time.Duration
+	// MaxResponseBytes bounds each answer's body; DefaultMaxResponseBytes
+	// when zero. A longer one fails the request.
+	MaxResponseBytes int64
 	// WrapTransport, when set, wraps the HTTP transport (tests count requests
 	// or inject faults with it).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+func orDefault[T time.Duration | int64](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // Session is an authenticated connection to one project.
@@ -102,6 +133,8 @@ type Session struct {
 	network   *gophercloud.ServiceClient
 	lb        *gophercloud.ServiceClient
 	retry     retryPolicy
+	// expiresAt is when the token Keystone issued at authentication expires.
+	expiresAt time.Time
 }
 
 // NewSession authenticates with cred, as CAPO does (no environment
@@ -129,18 +162,17 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	counting := newCountingTransport(&http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig})
+	limited := &boundedTransport{next: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig}, limit: orDefault(opts.MaxResponseBytes, DefaultMaxResponseBytes)}
+	counting := newCountingTransport(limited)
 	counting.add(map[string]string{provider.IdentityBase: ServiceIdentity})
 	var transport http.RoundTripper = counting
 	if opts.WrapTransport != nil {
 		transport = opts.WrapTransport(transport)
 	}
-	timeout := opts.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	provider.HTTPClient = http.Client{Transport: transport, Timeout: timeout}
-	if err := gcopenstack.Authenticate(ctx, provider, *authOpts); err != nil {
+	provider.HTTPClient = http.Client{Transport: transport, Timeout: orDefault(opts.Timeout, DefaultTimeout)}
+	authCtx, cancel := context.WithTimeout(ctx, orDefault(opts.AuthTimeout, DefaultAuthTimeout))
+	defer cancel()
+	if err := gcopenstack.Authenticate(authCtx, provider, *authOpts); err != nil {
 		return nil, fmt.Errorf("%s: authentication refused or failed: %w", cred.Name, err)
 	}
 	result, ok := provider.GetAuthResult().(tokens.CreateResult)
@@ -162,7 +194,12 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: no network (Neutron) endpoint: %w", cred.Name, err)
 	}
-	s := &Session{provider: provider, projectID: project.ID, region: clientOpts.RegionName, name: cred.Name, network: network, retry: defaultRetry}
+	retry := defaultRetry
+	retry.budget = orDefault(opts.CallTimeout, DefaultCallTimeout)
+	s := &Session{provider: provider, projectID: project.ID, region: clientOpts.RegionName, name: cred.Name, network: network, retry: retry}
+	if token, err := result.ExtractToken(); err == nil {
+		s.expiresAt = token.ExpiresAt
+	}
 	// Octavia is optional for facts and shares; its absence is reported where it is needed.
 	if lb, err := gcopenstack.NewLoadBalancerV2(provider, eo); err == nil {
 		s.lb = lb
@@ -210,6 +247,11 @@ func (s *Session) Region() string { return s.region }
 
 // Token is the session's current token (never logged).
 func (s *Session) Token() string { return s.provider.Token() }
+
+// fresh says whether the session's token stays valid for a while yet.
+func (s *Session) fresh(now time.Time) bool {
+	return s.expiresAt.IsZero() || now.Add(tokenRefreshMargin).Before(s.expiresAt)
+}
 
 // ProjectOfToken asks this session's Keystone, over this session's own
 // connection (its CA, its timeout), which project token is scoped to. The

@@ -19,6 +19,7 @@ package openstack
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Sessions keeps one authenticated Session per credential, so a resync does
@@ -30,23 +31,42 @@ import (
 // its own, so a slow or hostile Keystone delays only the callers of that
 // credential (they wait for one authentication, not one each), and every
 // wait ends with its caller's context.
+//
+// The cache is bounded: a failed authentication is not kept (the next
+// caller tries again), a session unused for IdleTimeout is dropped, at most
+// MaxEntries are kept (the least recently used goes first), and a session
+// whose token expires within minutes authenticates again before it is
+// handed out.
 type Sessions struct {
 	Options Options
-	mu      sync.Mutex
-	byKey   map[string]*entry
+	// IdleTimeout drops a session nobody used for that long; DefaultIdleTimeout when zero.
+	IdleTimeout time.Duration
+	// MaxEntries bounds the sessions kept; DefaultMaxSessions when zero.
+	MaxEntries int
+	mu         sync.Mutex
+	byKey      map[string]*entry
 }
+
+// The cache's default bounds: a management cluster's credentials (one per
+// cluster and SharedNetwork) fit; one resync period of idleness is kept.
+const (
+	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions = 4096
+)
 
 type entry struct {
 	version string
 	// ready holds one token: whoever takes it authenticates; the others wait
 	// for it to come back, or for their context.
-	ready   chan struct{}
-	session *Session
+	ready    chan struct{}
+	session  *Session
+	lastUsed time.Time
 }
 
 // Get returns the Session of credential id at version, authenticating with
-// cred when there is none yet.
+// cred when there is none yet, or when its token is about to expire.
 func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential) (*Session, error) {
+	now := time.Now()
 	c.mu.Lock()
 	if c.byKey == nil {
 		c.byKey = map[string]*entry{}
@@ -56,7 +76,9 @@ func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential)
 		e = &entry{version: version, ready: make(chan struct{}, 1)}
 		e.ready <- struct{}{}
 		c.byKey[id] = e
+		c.evict(now, id)
 	}
+	e.lastUsed = now
 	c.mu.Unlock()
 
 	select {
@@ -65,13 +87,58 @@ func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential)
 		return nil, ctx.Err()
 	}
 	defer func() { e.ready <- struct{}{} }()
-	if e.session != nil {
+	if e.session != nil && e.session.fresh(time.Now()) {
 		return e.session, nil
 	}
 	s, err := NewSession(ctx, cred, c.Options)
 	if err != nil {
+		c.forget(id, e)
 		return nil, err
 	}
 	e.session = s
 	return s, nil
+}
+
+// Len is the number of credentials whose sessions are kept.
+func (c *Sessions) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byKey)
+}
+
+// forget drops e, unless another version replaced it meanwhile.
+func (c *Sessions) forget(id string, e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey[id] == e {
+		delete(c.byKey, id)
+	}
+}
+
+// evict drops idle entries and, above the bound, the least recently used
+// ones, never keep (the one being added). Called with mu held; linear in
+// the entries, which the bound keeps small, and only when one is added.
+func (c *Sessions) evict(now time.Time, keep string) {
+	idle := c.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	for id, e := range c.byKey {
+		if id != keep && now.Sub(e.lastUsed) > idle {
+			delete(c.byKey, id)
+		}
+	}
+	limit := c.MaxEntries
+	if limit == 0 {
+		limit = DefaultMaxSessions
+	}
+	for len(c.byKey) > limit {
+		oldest := ""
+		for id, e := range c.byKey {
+			if id != keep && (oldest == "" || e.lastUsed.Before(c.byKey[oldest].lastUsed)) {
+				oldest = id
+			}
+		}
+		delete(c.byKey, oldest)
+	}
 }

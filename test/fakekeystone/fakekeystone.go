@@ -45,6 +45,11 @@ type Options struct {
 	Project string
 	// Hang, when set, holds every request until it is closed.
 	Hang chan struct{}
+	// Stream answers a token request with a body that never ends (until the
+	// client hangs up), as a hostile Keystone would.
+	Stream bool
+	// TokenLifetime is how long its tokens are valid; an hour when zero.
+	TokenLifetime time.Duration
 }
 
 // Start runs a fake Keystone until the test ends.
@@ -74,11 +79,30 @@ func Start(tb testing.TB, opts Options) *Keystone {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("X-Subject-Token", "fake-token")
+		if opts.Stream {
+			w.Header().Set("X-Subject-Token", "fake-token")
+			w.WriteHeader(http.StatusCreated)
+			chunk := make([]byte, 1<<20)
+			for i := range chunk {
+				chunk[i] = ' '
+			}
+			_, _ = w.Write([]byte(`{"token": `))
+			for r.Context().Err() == nil {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+			return
+		}
+		lifetime := opts.TokenLifetime
+		if lifetime == 0 {
+			lifetime = time.Hour
+		}
+		w.Header().Set("X-Subject-Token", fmt.Sprintf("fake-token-%d", k.Requests.Load()))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"token": map[string]any{
-			"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+			"expires_at": time.Now().Add(lifetime).UTC().Format(time.RFC3339Nano),
 			"project":    map[string]any{"id": opts.Project, "name": "claimed", "domain": map[string]any{"id": "default", "name": "Default"}},
 			"user":       map[string]any{"id": "u", "name": "u", "domain": map[string]any{"id": "default", "name": "Default"}},
 			"catalog": []any{map[string]any{"type": "network", "name": "neutron", "endpoints": []any{

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -492,12 +493,12 @@ func startReplica(t *testing.T, name string, vm *fakecloud.Project, clouds *fake
 		Client: mgr.GetClient(), Namespace: install.Namespace, Resync: 2 * time.Second, Recorder: recorder,
 		// Every SharedNetwork of the test is a network of the one VM project.
 		Clouds: clouds,
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&controllers.AttachmentReconciler{
 		Client: &nudgeHolder{Client: mgr.GetClient(), replica: name, rec: rec}, Credentials: &recordingClouds{Clouds: clouds, replica: name, rec: rec}, Recorder: recorder,
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
