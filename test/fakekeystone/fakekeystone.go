@@ -25,6 +25,7 @@ package fakekeystone
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -37,6 +38,9 @@ type Keystone struct {
 	*httptest.Server
 	// Requests counts token requests.
 	Requests atomic.Int32
+	// InFlight counts the requests being answered (or held) now, Ended
+	// those that ended.
+	InFlight, Ended atomic.Int32
 }
 
 // Options say how it answers.
@@ -60,6 +64,14 @@ func Start(tb testing.TB, opts Options) *Keystone {
 		if r.URL.Path == "/v3/auth/tokens" {
 			k.Requests.Add(1)
 		}
+		k.InFlight.Add(1)
+		defer func() {
+			k.InFlight.Add(-1)
+			k.Ended.Add(1)
+		}()
+		// Read the request whole: only then does the server notice a client
+		// that gives up (and end the request's context).
+		_, _ = io.Copy(io.Discard, r.Body)
 		if opts.Hang != nil {
 			select {
 			case <-opts.Hang:

@@ -1,0 +1,262 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package leader
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
+	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
+	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
+)
+
+// hostileClouds is the fake cloud for the healthy tenants, and real
+// OpenStack sessions (the manager's, with its bounds) for the clusters whose
+// clouds.yaml points at a Keystone on 127.0.0.1 that a hostile tenant runs.
+type hostileClouds struct {
+	*fakecloud.Clouds
+	sessions *openstack.Sessions
+	hostile  map[string]openstack.Credential
+}
+
+func (h *hostileClouds) ForCluster(ctx context.Context, cluster *clusterv1.Cluster) (openstack.ClusterCloud, *infrav1.OpenStackCluster, error) {
+	key := cluster.Namespace + "/" + cluster.Name
+	if cred, ok := h.hostile[key]; ok {
+		s, err := h.sessions.Get(ctx, key, "1", cred)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, nil, nil
+	}
+	return h.Clouds.ForCluster(ctx, cluster)
+}
+
+// TestATenantsHostileCloudDelaysNoOtherTenant: two tenants point their
+// clusters at Keystones of their own, one that never answers and one that
+// streams an endless body, and attach; a healthy tenant's attach is shared
+// and nudged meanwhile, while the tarpit still holds the other's reconcile,
+// in about the time it takes alone; the manager's heap does not grow with
+// the endless body. The manager runs the attachment controller with the
+// shipped defaults (workers, reconcile deadline, session bounds).
+func TestATenantsHostileCloudDelaysNoOtherTenant(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cloud := fakecloud.New()
+	vm := &fakecloud.Project{Cloud: cloud, ID: "vm-project"}
+	network, subnet := uuid(90, 1), uuid(90, 2)
+	cloud.AddNetworkWithIDs("vm-project", 1450, "172.16.90.0/24", network, subnet)
+	tarpit := fakekeystone.Start(t, fakekeystone.Options{Project: "p-tarpit", Hang: make(chan struct{})})
+	endless := fakekeystone.Start(t, fakekeystone.Options{Project: "p-endless", Stream: true})
+	clouds := &hostileClouds{
+		Clouds:   &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{}, SharedNetworks: map[string]*fakecloud.Project{"tenants-vm": vm}},
+		sessions: &openstack.Sessions{},
+		hostile:  map[string]openstack.Credential{},
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "tenants-vm"},
+		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
+	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
+	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "tenants-vm"}, Spec: sharednetv1.SharedNetworkSpec{
+		Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: "vm-project"},
+		NetworkID: network, Subnets: []string{subnet},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
+	}}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+
+	// Four tenants, each a namespace with a cluster of md-a: two healthy
+	// (one attaches alone, the other beside the hostile ones), two hostile.
+	type tenant struct {
+		cluster *clusterv1.Cluster
+		project string
+	}
+	tenants := map[string]*tenant{}
+	for i, name := range []string{"alone", "beside", "tarpit", "endless"} {
+		ns := grantedNamespace(ctx, g)
+		project := "p-" + name
+		clusterNetwork, clusterSubnet := uuid(90, 10+2*i), uuid(90, 11+2*i)
+		cloud.AddNetworkWithIDs(project, 1450, "10.6.0.0/24", clusterNetwork, clusterSubnet)
+		osc := &infrav1.OpenStackCluster{Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{
+			NetworkStatus: infrav1.NetworkStatus{ID: clusterNetwork, Name: "k8s-clusterapi-cluster-" + ns + "-c"},
+			Subnets:       []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}},
+		}}}
+		switch name {
+		case "tarpit":
+			clouds.hostile[ns+"/c"] = credentialOf(t, tarpit)
+		case "endless":
+			clouds.hostile[ns+"/c"] = credentialOf(t, endless)
+		default:
+			clouds.Clusters[ns+"/c"] = &fakecloud.Project{Cloud: cloud, ID: project, OpenStackCluster: osc}
+		}
+		cluster := clusterOfTheExtension(ctx, t, ns, "c")
+		writeClusterNetwork(ctx, g, cluster, osc)
+		tenants[name] = &tenant{cluster: cluster, project: project}
+	}
+
+	// The manager's heap, sampled for the whole test.
+	var peakHeap atomic.Uint64
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseHeap := ms.HeapInuse
+	sampling, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go func() {
+		for sampling.Err() == nil {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peakHeap.Load() {
+				peakHeap.Store(ms.HeapInuse)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
+	startTenantsManager(t, clouds)
+	g.Eventually(func(g Gomega) {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// attach sets md-a's variable; nudged waits until the Cluster is
+	// nudged (the share is recorded and GeneratePatches will emit the port)
+	// and says how long after the attach that was.
+	attach := func(name string) time.Time {
+		start := time.Now()
+		g.Expect(updateCluster(ctx, tenants[name].cluster, func(c *clusterv1.Cluster) {
+			variables.SetOverride(c, "md-a", fmt.Appendf(nil, `{"name":%q,"subnet":%q}`, sn.Name, subnet))
+		})).To(Succeed())
+		return start
+	}
+	nudged := func(name string, since time.Time) time.Duration {
+		g.Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tenants[name].cluster), c)).To(Succeed())
+			g.Expect(c.Annotations).To(HaveKey(sharedAnnotation))
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed(), "tenant %s is shared and nudged (within the tarpit's authentication timeout)", name)
+		return time.Since(since)
+	}
+	projectsShared := func() []string {
+		var out []string
+		for _, s := range cloud.Shares() {
+			if s[0] == network {
+				out = append(out, s[1])
+			}
+		}
+		return out
+	}
+
+	alone := nudged("alone", attach("alone"))
+
+	attach("tarpit")
+	attach("endless")
+	g.Eventually(tarpit.InFlight.Load, 30*time.Second, 20*time.Millisecond).Should(BeNumerically(">=", 1), "the tarpit tenant's attach is held in its Keystone")
+	g.Eventually(endless.Requests.Load, 30*time.Second, 20*time.Millisecond).Should(BeNumerically(">=", 1), "the endless tenant's attach is reading its Keystone")
+
+	beside := nudged("beside", attach("beside"))
+	g.Expect(tarpit.Ended.Load()).To(BeZero(), "the healthy tenant was shared and nudged while the tarpit still held the hostile tenant's first request: it waited for no hostile reconcile to end")
+	g.Expect(projectsShared()).To(ConsistOf(tenants["alone"].project, tenants["beside"].project), "nothing is shared for a tenant whose cloud does not answer")
+	// The endless Keystone is asked again with the controller's back-off;
+	// each answer is cut at the bound.
+	g.Eventually(endless.Requests.Load, 30*time.Second, 100*time.Millisecond).Should(BeNumerically(">=", 2))
+	stopSampling()
+	growth := int64(peakHeap.Load()) - int64(baseHeap)
+	t.Logf("tarpit: requests %d, in flight %d, ended %d", tarpit.Requests.Load(), tarpit.InFlight.Load(), tarpit.Ended.Load())
+	t.Logf("healthy attach to nudge: alone %s; beside a tarpit and an endless Keystone %s; peak heap growth %d MiB (%d reads of the endless Keystone, each cut at %d MiB)",
+		alone.Round(time.Millisecond), beside.Round(time.Millisecond), growth>>20, endless.Requests.Load(), openstack.DefaultMaxResponseBytes>>20)
+	g.Expect(growth).To(BeNumerically("<", 256<<20), "the heap does not grow with the endless body")
+}
+
+func credentialOf(t *testing.T, k *fakekeystone.Keystone) openstack.Credential {
+	t.Helper()
+	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: k.CloudsYAML("tenant")}, "tenant-secret", "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+// startTenantsManager runs the SharedNetwork and attachment controllers as
+// internal/manager does, with its default workers and reconcile deadline.
+func startTenantsManager(t *testing.T, clouds *hostileClouds) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{install.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	options := controller.Options{MaxConcurrentReconciles: manager.DefaultConcurrency, ReconciliationTimeout: manager.DefaultReconcileTimeout}
+	recorder := mgr.GetEventRecorderFor("capo-sharednet")
+	if err := (&controllers.SharedNetworkReconciler{
+		Client: mgr.GetClient(), Namespace: install.Namespace, Resync: 2 * time.Second, Recorder: recorder, Clouds: clouds,
+	}).SetupWithManager(mgr, options); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: clouds, Recorder: recorder}).SetupWithManager(mgr, options); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the manager did not stop within 30s")
+		}
+	})
+}
