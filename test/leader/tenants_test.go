@@ -254,7 +254,10 @@ func startTenantsManager(t *testing.T, clouds *hostileClouds) {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the manager: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			t.Error("the manager did not stop within 30s")
 		}
