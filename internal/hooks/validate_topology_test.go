@@ -75,7 +75,7 @@ func TestValidateTopologyIsAdmissionsBackstop(t *testing.T) {
 	}{
 		{name: "a granted network that fits", value: `{"name":"vm"}`},
 		{name: "a value for the whole cluster", value: `{"name":"vm"}`, clusterLevel: true, refusedBy: []string{rules.RuleOneNodegroup}},
-		{name: "a network that does not exist", value: `{"name":"nope"}`, refusedBy: []string{rules.RuleUnknownNetwork}},
+		{name: "a network that does not exist", value: `{"name":"nope"}`, refusedBy: []string{rules.RuleGranted}},
 		{name: "a network not granted to the namespace", value: `{"name":"closed"}`, objs: []client.Object{ungranted}, refusedBy: []string{rules.RuleGranted}},
 		{name: "a subnet inside the pod range", value: `{"name":"inside-pods"}`, objs: []client.Object{overlapping}, refusedBy: []string{rules.RuleOverlap}},
 		{name: "a nodegroup that already carries the port is not judged again (a changed cloud never wedges it)",

@@ -131,7 +131,7 @@ func (c *Checker) gather(ctx context.Context, q Question) (*gathering, error) {
 			g.res = &res
 		}
 		if g.res.SharedNetwork == nil {
-			// The unknown-network rule refuses it; a cloud that changed
+			// The granted rule refuses it (as not offered); a cloud that changed
 			// under an attached nodegroup is not this rule's business.
 			g.skipped = q.Ask == StillFits
 			return g, nil

@@ -190,8 +190,7 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		return append(out, cannot(n.CannotVerify))
 	}
 	if n.Network == nil {
-		return append(out, &Violation{Rule: RuleUnknownNetwork, Field: FieldName, Message: fmt.Sprintf(
-			"SharedNetwork %q does not exist; ask the management-cluster administrator which shared networks your namespace may use (kubectl get sharednetworks)", n.SharedNetwork)})
+		return append(out, NotOffered(n.SharedNetwork, n.Namespace))
 	}
 	nw := n.Network
 	if n.Check != CheckFit {

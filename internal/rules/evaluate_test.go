@@ -50,7 +50,7 @@ func TestEvaluateJudgesEveryFactOnce(t *testing.T) {
 			want:  []string{"md-a/" + RuleOneNetwork}},
 		{name: "an unknown network, with the version also too old",
 			facts: Facts{Version: "v1.30.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) { n.Network = nil })}},
-			want:  []string{"md-a/" + RuleVersion, "md-a/" + RuleUnknownNetwork}},
+			want:  []string{"md-a/" + RuleVersion, "md-a/" + RuleGranted}},
 		{name: "an ungranted network: nothing else of it is the owner's business",
 			facts: Facts{Version: "v1.35.0", Nodegroups: []Nodegroup{attach(func(n *Nodegroup) {
 				n.Network.NamespaceSelector = nil

@@ -27,28 +27,34 @@ import (
 // here when missing so that selecting a namespace by name always works.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
+// NotOffered is the refusal of a SharedNetwork that does not exist and of
+// one that does not grant the namespace, word for word the same: a
+// namespace learns nothing of the shared networks it may not use, not even
+// their names (the administrator reads the namespaceSelector).
+func NotOffered(sharedNetwork, namespace string) *Violation {
+	return &Violation{
+		Rule:  RuleGranted,
+		Field: FieldName,
+		Message: fmt.Sprintf("SharedNetwork %q does not exist or is not granted to namespace %q; ask the management-cluster administrator which shared networks your namespace may use",
+			sharedNetwork, namespace),
+	}
+}
+
 // Granted checks that the cluster's namespace may use SharedNetwork
 // sharedNetwork and, when subnet is non-empty, that subnet is one of the
 // network's allowed subnets.
 //
 // A nil selector grants no namespace; an empty selector ({}) grants every
-// namespace. An invalid selector grants nothing and is reported as such. An
+// namespace. An invalid selector grants nothing. A namespace that is not
+// granted reads NotOffered, as for a SharedNetwork that does not exist. An
 // empty subnet is not checked here (OneSubnet chooses it).
 func Granted(sharedNetwork string, selector *metav1.LabelSelector, namespace string, namespaceLabels map[string]string, allowedSubnets []string, subnet string) *Violation {
-	notGranted := func(why string) *Violation {
-		return &Violation{
-			Rule:  RuleGranted,
-			Field: FieldName,
-			Message: fmt.Sprintf("namespace %q may not use SharedNetwork %q (%s); an administrator must add the namespace to SharedNetwork %s spec.namespaceSelector",
-				namespace, sharedNetwork, why, sharedNetwork),
-		}
-	}
 	if selector == nil {
-		return notGranted("its spec.namespaceSelector is not set, so no namespace is granted")
+		return NotOffered(sharedNetwork, namespace)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
-		return notGranted(fmt.Sprintf("its spec.namespaceSelector is invalid: %v", err))
+		return NotOffered(sharedNetwork, namespace)
 	}
 	set := labels.Set{}
 	for k, v := range namespaceLabels {
@@ -58,7 +64,7 @@ func Granted(sharedNetwork string, selector *metav1.LabelSelector, namespace str
 		set[namespaceNameLabel] = namespace
 	}
 	if !sel.Matches(set) {
-		return notGranted(fmt.Sprintf("spec.namespaceSelector %q does not select it", sel.String()))
+		return NotOffered(sharedNetwork, namespace)
 	}
 	if subnet != "" && !contains(allowedSubnets, subnet) {
 		return &Violation{

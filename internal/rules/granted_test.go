@@ -42,12 +42,12 @@ func TestGranted(t *testing.T) {
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"ns-x"}}}},
 			allowed:  allowed, subnet: "subnet-1"},
 		{name: "a nil selector grants no namespace", ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed, subnet: "subnet-1",
-			wantRule: RuleGranted, wantIn: []string{`"ns-a"`, "administrator must add the namespace to SharedNetwork vm-net spec.namespaceSelector"}},
+			wantRule: RuleGranted, wantIn: []string{`"ns-a"`, "does not exist or is not granted"}},
 		{name: "a namespace not selected is refused", selector: teamA, ns: "ns-b", labels: map[string]string{"team": "b"}, allowed: allowed, subnet: "subnet-1",
-			wantRule: RuleGranted, wantIn: []string{`"ns-b"`, "team=a", "administrator must add the namespace to SharedNetwork vm-net spec.namespaceSelector"}},
+			wantRule: RuleGranted, wantIn: []string{`"ns-b"`, "does not exist or is not granted"}},
 		{name: "an invalid selector grants nothing", ns: "ns-a",
 			selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}},
-			allowed:  allowed, subnet: "subnet-1", wantRule: RuleGranted, wantIn: []string{"invalid", "spec.namespaceSelector"}},
+			allowed:  allowed, subnet: "subnet-1", wantRule: RuleGranted, wantIn: []string{"does not exist or is not granted"}},
 		{name: "a subnet not allowed is refused, listing the allowed ones", selector: teamA, ns: "ns-a", labels: map[string]string{"team": "a"}, allowed: allowed, subnet: "subnet-9",
 			wantRule: RuleGranted, wantIn: []string{`"subnet-9"`, "subnet-1, subnet-2"}},
 	}
@@ -65,5 +65,23 @@ func TestGrantedFields(t *testing.T) {
 	}
 	if v := Granted("vm-net", &metav1.LabelSelector{}, "ns", nil, []string{"a"}, "b"); v == nil || v.Field != FieldSubnet {
 		t.Errorf("subnet refusal field = %v, want %s", v, FieldSubnet)
+	}
+}
+
+// TestANamespaceNotGrantedLearnsNothingOfTheSharedNetwork: to a namespace
+// that is not granted, a SharedNetwork that exists reads exactly like one
+// that does not (no name confirmed, no selector, no subnet), whichever way
+// it is not granted.
+func TestANamespaceNotGrantedLearnsNothingOfTheSharedNetwork(t *testing.T) {
+	unknown := NotOffered("vm-net", "ns-b")
+	for name, selector := range map[string]*metav1.LabelSelector{
+		"not selected": {MatchLabels: map[string]string{"team": "a"}},
+		"no selector":  nil,
+		"invalid":      {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}},
+	} {
+		v := Granted("vm-net", selector, "ns-b", map[string]string{"team": "b"}, []string{"subnet-1"}, "subnet-9")
+		if v == nil || *v != *unknown {
+			t.Errorf("%s: %v, want the refusal of a SharedNetwork that does not exist: %v", name, v, unknown)
+		}
 	}
 }

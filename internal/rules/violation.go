@@ -30,8 +30,6 @@ const (
 	// RuleSameCloud: the cluster's credential must belong to the shared
 	// network's cloud (same Keystone and region, project vouched for by it).
 	RuleSameCloud = "same-cloud"
-	// RuleUnknownNetwork: the value names a SharedNetwork that does not exist.
-	RuleUnknownNetwork = "unknown-network"
 	// RuleOneNodegroup: a shared network is attached to one nodegroup, never
 	// to the whole cluster.
 	RuleOneNodegroup = "one-nodegroup"

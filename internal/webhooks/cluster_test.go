@@ -263,7 +263,7 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](2)
 			return c
 		},
-		want: []string{`"md-a": granted:`, `may not use SharedNetwork "vm"`},
+		want: []string{`"md-a": granted:`, `SharedNetwork "vm" does not exist or is not granted to namespace`},
 	}, {
 		name: "set to a network not granted whose facts are corrupt: refused as not granted, no fact of the network shown",
 		old: func(f *fixture) *clusterv1.Cluster {
@@ -284,7 +284,7 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		name: "set to a SharedNetwork that does not exist",
 		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },
 		now:  func(f *fixture) *clusterv1.Cluster { return attached(f.cluster, "md-b", `{"name":"nope"}`) },
-		want: []string{`"md-b": unknown-network:`, `SharedNetwork "nope" does not exist`},
+		want: []string{`"md-b": granted:`, `SharedNetwork "nope" does not exist or is not granted to namespace`},
 	}, {
 		name: "a value that is not {name, subnet}: refused, naming it",
 		old:  func(f *fixture) *clusterv1.Cluster { return f.cluster },

@@ -176,7 +176,7 @@ func TestAttachRollsOnlyThatNodegroupOnceAndDetachRollsItOnceMore(t *testing.T) 
 		}, {
 			name:   "a network the namespace was not granted",
 			change: override("md-b", `{"name":"vm-restricted"}`),
-			want:   []string{`"md-b"`, "granted", "vm-restricted", "namespaceSelector"},
+			want:   []string{`"md-b"`, "granted", "vm-restricted", "does not exist or is not granted to namespace"},
 		}, {
 			name:   "a network with two subnets and none named",
 			change: override("md-b", `{"name":"vm-two"}`),
