@@ -69,6 +69,7 @@ func main() {
 	pflag.IntVar(&opts.Concurrency.SharedNetworks, "sharednetwork-concurrency", manager.DefaultConcurrency, "Number of SharedNetworks whose facts are read at once.")
 	pflag.IntVar(&opts.Concurrency.WorkloadGuardrails, "workloadguardrails-concurrency", manager.DefaultConcurrency, "Number of Clusters the workload guardrails check at once (WorkloadGuardrails feature).")
 	pflag.DurationVar(&opts.ReconcileTimeout, "reconcile-timeout", manager.DefaultReconcileTimeout, "Deadline of one reconcile, every OpenStack call in it included; a slow cloud gives up and retries later.")
+	pflag.StringVar(&opts.CredentialWebhookConfiguration, "credential-webhook-configuration", manager.DefaultCredentialWebhookConfiguration, "ValidatingWebhookConfiguration whose credential webhook the extension scopes to the namespaces where clusters use a shared network.")
 	pflag.DurationVar(&opts.SyncPeriod, "sync-period", 10*time.Minute, "How often the cache relists every object it watches.")
 	kubeAPIQPS := pflag.Float32("kube-api-qps", 20, "Maximum queries per second from the manager to the Kubernetes API server.")
 	kubeAPIBurst := pflag.Int("kube-api-burst", 30, "Maximum burst of queries from the manager to the Kubernetes API server.")

@@ -370,6 +370,8 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
 		"--diagnostics-address=" + addr(diagnostics), "--insecure-diagnostics=true", "--health-addr=" + addr(health),
 		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
+		// The webhook configurations carry the plane's tag (extensionManifests).
+		"--credential-webhook-configuration=" + credentialWebhookConfiguration,
 	}
 	if opts.ExtensionFeatureGates != "" {
 		extArgs = append(extArgs, "--feature-gates="+opts.ExtensionFeatureGates)
@@ -443,6 +445,13 @@ func setLoggers(path string) {
 	klog.SetLogger(log)
 }
 
+// webhookTag suffixes the names of the extension's webhook configurations
+// in the plane; credentialWebhookConfiguration is the validating one's.
+const (
+	webhookTag                     = "capo-sharednet"
+	credentialWebhookConfiguration = "validating-webhook-configuration-" + webhookTag
+)
+
 type extension struct {
 	crds    []*apiextensionsv1.CustomResourceDefinition
 	serving *envtest.WebhookInstallOptions
@@ -464,7 +473,7 @@ func (p *Plane) extensionManifests() (*extension, error) {
 		}
 		out.crds = append(out.crds, crds...)
 	}
-	mutating, validating, err := providers.WebhookConfigurations(filepath.Join(config, "webhook", "manifests.yaml"), "capo-sharednet")
+	mutating, validating, err := providers.WebhookConfigurations(filepath.Join(config, "webhook", "manifests.yaml"), webhookTag)
 	if err != nil {
 		return nil, err
 	}

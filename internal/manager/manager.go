@@ -100,7 +100,15 @@ type Options struct {
 	// SyncPeriod is how often the cache relists every object (CAPI's
 	// --sync-period); controller-runtime's default when zero.
 	SyncPeriod time.Duration
+	// CredentialWebhookConfiguration is the ValidatingWebhookConfiguration
+	// whose credential webhook the manager scopes to the namespaces using a
+	// shared network; DefaultCredentialWebhookConfiguration when empty.
+	CredentialWebhookConfiguration string
 }
+
+// DefaultCredentialWebhookConfiguration is the name config/ gives the
+// ValidatingWebhookConfiguration (config/base's name prefix).
+const DefaultCredentialWebhookConfiguration = "capo-sharednet-validating-webhook-configuration"
 
 // Concurrency is the workers of each controller.
 type Concurrency struct {
@@ -146,7 +154,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	setups := []func() error{m.SetupHooks, m.SetupWebhooks, m.SetupSharedNetworkController, m.SetupAttachmentController}
+	setups := []func() error{m.SetupHooks, m.SetupWebhooks, m.SetupSharedNetworkController, m.SetupAttachmentController, m.SetupCredentialWebhookScope}
 	if opts.WorkloadGuardrails {
 		setups = append(setups, m.SetupWorkloadGuardrails)
 	}
@@ -310,6 +318,20 @@ func (m *Manager) SetupAttachmentController() error {
 		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.Attachments)); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)
+	}
+	return nil
+}
+
+// SetupCredentialWebhookScope registers the controller that keeps the
+// credential webhook to the namespaces whose clusters use a shared network.
+func (m *Manager) SetupCredentialWebhookScope() error {
+	name := m.opts.CredentialWebhookConfiguration
+	if name == "" {
+		name = DefaultCredentialWebhookConfiguration
+	}
+	if err := (&controllers.CredentialWebhookScope{Client: m.GetClient(), APIReader: m.GetAPIReader(), Configuration: name}).
+		SetupWithManager(m, m.opts.controllerOptions(1)); err != nil {
+		return fmt.Errorf("setting up the credential webhook's scope: %w", err)
 	}
 	return nil
 }

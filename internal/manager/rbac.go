@@ -39,6 +39,9 @@ package manager
 // The detach trusts an attachment's record only while the shipped admission
 // policy that protects it is in place (controllers.PolicyGuard).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
+// The credential webhook is scoped to the namespaces whose clusters use a
+// shared network (controllers.CredentialWebhookScope).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
 // The diagnostics endpoint authenticates and authorizes its callers
 // (controller-runtime's filters, CAPI's util/flags).
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

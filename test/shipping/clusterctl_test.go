@@ -55,6 +55,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	sharednetmanager "github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/sharedport"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
@@ -342,6 +343,11 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 		if !found {
 			t.Errorf("ValidatingAdmissionPolicy %s does not let the manager's ServiceAccount write (%s not in %v)", p.GetName(), manager, vars)
 		}
+	}
+	// The manager scopes the credential webhook of the configuration its
+	// flag names by default.
+	if names := namesOf(byKind["ValidatingWebhookConfiguration"]); !slices.Contains(names, sharednetmanager.DefaultCredentialWebhookConfiguration) {
+		t.Errorf("the components have no ValidatingWebhookConfiguration %s, which --credential-webhook-configuration names by default (found %v)", sharednetmanager.DefaultCredentialWebhookConfiguration, names)
 	}
 	// The detach trusts an attachment's record only while the policy and
 	// its binding the manager looks for (by name) are installed.
