@@ -43,7 +43,7 @@ import (
 
 // CredentialWebhookName is the credential webhook in the
 // ValidatingWebhookConfiguration (config/webhook/manifests.yaml).
-const CredentialWebhookName = "credential.sharednet.capo.io"
+const CredentialWebhookName = "credential.sharednet.capo.io" //nolint:gosec // a webhook name, not a credential
 
 // namespaceNameLabel is the label the API server sets on every namespace.
 const namespaceNameLabel = "kubernetes.io/metadata.name"

@@ -108,7 +108,7 @@ type Options struct {
 
 // DefaultCredentialWebhookConfiguration is the name config/ gives the
 // ValidatingWebhookConfiguration (config/base's name prefix).
-const DefaultCredentialWebhookConfiguration = "capo-sharednet-validating-webhook-configuration"
+const DefaultCredentialWebhookConfiguration = "capo-sharednet-validating-webhook-configuration" //nolint:gosec // a configuration name, not a credential
 
 // Concurrency is the workers of each controller.
 type Concurrency struct {
