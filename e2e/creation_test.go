@@ -19,19 +19,23 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
+	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 )
 
@@ -137,6 +141,20 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 				}
 			}
 		}, 5*time.Minute, time.Second).Should(Succeed())
+
+		By("the credential webhook reaches the cluster's namespace, and no namespace without a cluster on a shared network")
+		Eventually(func(g Gomega) {
+			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			g.Expect(pl.Client.Get(ctx, client.ObjectKey{Name: plane.CredentialWebhookConfiguration}, vwc)).To(Succeed())
+			i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+				return w.Name == controllers.CredentialWebhookName
+			})
+			g.Expect(i).NotTo(BeNumerically("<", 0))
+			sel, err := metav1.LabelSelectorAsSelector(vwc.Webhooks[i].NamespaceSelector)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(sel.Matches(labels.Set{"kubernetes.io/metadata.name": ns})).To(BeTrue(), "selector %s", sel)
+			g.Expect(sel.Matches(labels.Set{"kubernetes.io/metadata.name": "default"})).To(BeFalse(), "selector %s", sel)
+		}, time.Minute, time.Second).Should(Succeed())
 
 		service := client.ObjectKey{Namespace: "default", Name: "svc-" + name}
 		DeferCleanup(deleteWorkloadService, service, NodeTimeout(2*time.Minute))

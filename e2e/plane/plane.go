@@ -371,7 +371,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		"--diagnostics-address=" + addr(diagnostics), "--insecure-diagnostics=true", "--health-addr=" + addr(health),
 		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
 		// The webhook configurations carry the plane's tag (extensionManifests).
-		"--credential-webhook-configuration=" + credentialWebhookConfiguration,
+		"--credential-webhook-configuration=" + CredentialWebhookConfiguration,
 	}
 	if opts.ExtensionFeatureGates != "" {
 		extArgs = append(extArgs, "--feature-gates="+opts.ExtensionFeatureGates)
@@ -446,10 +446,10 @@ func setLoggers(path string) {
 }
 
 // webhookTag suffixes the names of the extension's webhook configurations
-// in the plane; credentialWebhookConfiguration is the validating one's.
+// in the plane; CredentialWebhookConfiguration is the validating one's.
 const (
 	webhookTag                     = "capo-sharednet"
-	credentialWebhookConfiguration = "validating-webhook-configuration-" + webhookTag
+	CredentialWebhookConfiguration = "validating-webhook-configuration-" + webhookTag
 )
 
 type extension struct {
