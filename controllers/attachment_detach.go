@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -214,11 +215,12 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 			return fmt.Errorf("the cluster's project cannot be verified, so its share is not released yet (retrying): %w", err)
 		}
 	}
-	if a.Status.Share != nil && recorded == "" && len(projects) == 0 {
-		// A record that cannot be trusted, and no cluster to ask: tell the
-		// administrator, who can check the share by hand.
+	if a.Status.Share != nil && recorded == "" && !slices.Contains(projects, a.Status.Share.ProjectID) {
+		// A record that cannot be trusted names a project nobody vouches
+		// for now: tell the administrator, who can check the share by hand.
 		administratorEvent(r.Recorder, extensionNamespace(r.Namespace), sn, corev1.EventTypeWarning, sharednetv1.EventShareNotReleased,
-			fmt.Sprintf("attachment %s/%s records a share with project %s, but it is not released: the admission policy %s that protects attachments is not in place, and the cluster's project cannot be verified; check with openstack network rbac list --target-project %s",
+			fmt.Sprintf("attachment %s/%s records a share with project %s that is not released: a record is not used while the admission policy %s that protects attachments is not installed, "+
+				"and the cluster's credential is not verified for that project (or cannot be verified); check with openstack network rbac list --target-project %s",
 				a.Namespace, a.Name, a.Status.Share.ProjectID, install.AttachmentsPolicy, a.Status.Share.ProjectID))
 	}
 	defer r.lockNetwork(sn.Spec.NetworkID)()
