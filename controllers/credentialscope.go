@@ -23,6 +23,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -44,9 +45,6 @@ import (
 // CredentialWebhookName is the credential webhook in the
 // ValidatingWebhookConfiguration (config/webhook/manifests.yaml).
 const CredentialWebhookName = "credential.sharednet.capo.io" //nolint:gosec // a webhook name, not a credential
-
-// namespaceNameLabel is the label the API server sets on every namespace.
-const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // CredentialWebhookScope keeps the credential webhook's namespaceSelector
 // to the namespaces where a cluster uses a shared network (a nodegroup with
@@ -142,7 +140,7 @@ func (r *CredentialWebhookScope) namespaces(ctx context.Context) ([]string, erro
 // (every namespace has the name label, so DoesNotExist matches none).
 func CredentialNamespaceSelector(namespaces []string) *metav1.LabelSelector {
 	if len(namespaces) == 0 {
-		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 	}
-	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpIn, Values: namespaces}}}
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces}}}
 }

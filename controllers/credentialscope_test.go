@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +71,7 @@ func TestTheCredentialWebhookReachesOnlyNamespacesUsingASharedNetwork(t *testing
 		g.Expect(err).NotTo(HaveOccurred())
 		var out []string
 		for _, ns := range []string{"team-a", "team-b", "team-c", "kube-system"} {
-			if sel.Matches(labels.Set{namespaceNameLabel: ns}) {
+			if sel.Matches(labels.Set{corev1.LabelMetadataName: ns}) {
 				out = append(out, ns)
 			}
 		}

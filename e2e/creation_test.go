@@ -152,8 +152,8 @@ var _ = Describe("A cluster created with a nodegroup on a shared network", Order
 			g.Expect(i).NotTo(BeNumerically("<", 0))
 			sel, err := metav1.LabelSelectorAsSelector(vwc.Webhooks[i].NamespaceSelector)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(sel.Matches(labels.Set{"kubernetes.io/metadata.name": ns})).To(BeTrue(), "selector %s", sel)
-			g.Expect(sel.Matches(labels.Set{"kubernetes.io/metadata.name": "default"})).To(BeFalse(), "selector %s", sel)
+			g.Expect(sel.Matches(labels.Set{corev1.LabelMetadataName: ns})).To(BeTrue(), "selector %s", sel)
+			g.Expect(sel.Matches(labels.Set{corev1.LabelMetadataName: "default"})).To(BeFalse(), "selector %s", sel)
 		}, time.Minute, time.Second).Should(Succeed())
 
 		service := client.ObjectKey{Namespace: "default", Name: "svc-" + name}

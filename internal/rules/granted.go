@@ -19,13 +19,10 @@ package rules
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
-
-// namespaceNameLabel is set by the API server on every namespace; it is added
-// here when missing so that selecting a namespace by name always works.
-const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // NotOffered is the refusal of a SharedNetwork that does not exist and of
 // one that does not grant the namespace, word for word the same: a
@@ -60,8 +57,10 @@ func Granted(sharedNetwork string, selector *metav1.LabelSelector, namespace str
 	for k, v := range namespaceLabels {
 		set[k] = v
 	}
-	if _, ok := set[namespaceNameLabel]; !ok {
-		set[namespaceNameLabel] = namespace
+	// The API server sets the name label on every namespace; added when
+	// missing so that selecting a namespace by name always works.
+	if _, ok := set[corev1.LabelMetadataName]; !ok {
+		set[corev1.LabelMetadataName] = namespace
 	}
 	if !sel.Matches(set) {
 		return NotOffered(sharedNetwork, namespace)
