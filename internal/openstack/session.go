@@ -117,7 +117,7 @@ type Options struct {
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
-func orDefault[T time.Duration | int64](v, def T) T {
+func orDefault[T ~int | ~int64](v, def T) T {
 	if v == 0 {
 		return def
 	}

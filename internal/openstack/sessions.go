@@ -119,20 +119,13 @@ func (c *Sessions) forget(id string, e *entry) {
 // ones, never keep (the one being added). Called with mu held; linear in
 // the entries, which the bound keeps small, and only when one is added.
 func (c *Sessions) evict(now time.Time, keep string) {
-	idle := c.IdleTimeout
-	if idle == 0 {
-		idle = DefaultIdleTimeout
-	}
+	idle := orDefault(c.IdleTimeout, DefaultIdleTimeout)
 	for id, e := range c.byKey {
 		if id != keep && now.Sub(e.lastUsed) > idle {
 			delete(c.byKey, id)
 		}
 	}
-	limit := c.MaxEntries
-	if limit == 0 {
-		limit = DefaultMaxSessions
-	}
-	for len(c.byKey) > limit {
+	for limit := orDefault(c.MaxEntries, DefaultMaxSessions); len(c.byKey) > limit; {
 		oldest := ""
 		for id, e := range c.byKey {
 			if id != keep && (oldest == "" || e.lastUsed.Before(c.byKey[oldest].lastUsed)) {
