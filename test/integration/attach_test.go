@@ -370,15 +370,23 @@ var (
 func clusterIdentity(ctx context.Context, t *testing.T, ns, class string) {
 	t.Helper()
 	g := NewWithT(t)
-	var clouds map[string]map[string]any
-	g.Expect(yaml.Unmarshal(testbed.CloudsYAML(t), &clouds)).To(Succeed())
-	clouds["clouds"]["openstack"] = clouds["clouds"][testbed.ClusterProject]
-	raw, err := yaml.Marshal(clouds)
-	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: class + "-cloud-config"},
-		Data:       map[string][]byte{openstack.CloudsSecretKey: raw},
+		Data:       map[string][]byte{openstack.CloudsSecretKey: cloudsAs(t, testbed.ClusterProject)},
 	})).To(Succeed())
+}
+
+// cloudsAs is the test bed's clouds.yaml whose cloud "openstack" (the one
+// the harness's identityRef names) authenticates as project.
+func cloudsAs(t *testing.T, project string) []byte {
+	t.Helper()
+	g := NewWithT(t)
+	var clouds map[string]map[string]any
+	g.Expect(yaml.Unmarshal(testbed.CloudsYAML(t), &clouds)).To(Succeed())
+	clouds["clouds"]["openstack"] = clouds["clouds"][project]
+	raw, err := yaml.Marshal(clouds)
+	g.Expect(err).NotTo(HaveOccurred())
+	return raw
 }
 
 // grantedNamespace makes a namespace the SharedNetwork vm-net grants.

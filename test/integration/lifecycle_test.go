@@ -25,9 +25,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/mtu"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +39,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
@@ -106,45 +103,12 @@ func (c *attachmentController) stop() {
 func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	clouds := testbed.CloudsYAML(t)
 	vm, cluster, admin := testbed.NewClients(t, testbed.VMProject), testbed.NewClients(t, testbed.ClusterProject), testbed.NewClients(t, testbed.Admin)
 
 	// The VM project's network, offered by the administrator.
-	n, err := networks.Create(ctx, vm.Network, networks.CreateOpts{Name: testbed.Name(t, "vm-net")}).Extract()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = networks.Delete(ctx, vm.Network, n.ID).ExtractErr() })
-	s, err := subnets.Create(ctx, vm.Network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.25.0.0/24", IPVersion: 4}).Extract()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = subnets.Delete(ctx, vm.Network, s.ID).ExtractErr() })
-	vmSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "vm-project-lifecycle"},
-		Data: map[string][]byte{openstack.CloudsSecretKey: clouds}}
-	g.Expect(env.Client.Create(ctx, vmSecret)).To(Succeed())
 	networkName := "vm-real"
-	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: networkName}, Spec: sharednetv1.SharedNetworkSpec{
-		Identity:  sharednetv1.VMProjectIdentity{SecretName: vmSecret.Name, CloudName: testbed.VMProject},
-		NetworkID: n.ID, Subnets: []string{s.ID},
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
-	}}
-	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, sn) })
-	g.Eventually(func(g Gomega) {
-		got := &sharednetv1.SharedNetwork{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
-		_, ok := got.Status.Subnet(s.ID)
-		g.Expect(ok).To(BeTrue())
-	}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
-
-	shares := func() []string {
-		pages, err := rbacpolicies.List(admin.Network, rbacpolicies.ListOpts{ObjectID: n.ID, TargetTenant: cluster.ProjectID}).AllPages(ctx)
-		g.Expect(err).NotTo(HaveOccurred())
-		all, err := rbacpolicies.ExtractRBACPolicies(pages)
-		g.Expect(err).NotTo(HaveOccurred())
-		var ids []string
-		for _, p := range all {
-			ids = append(ids, p.ID)
-		}
-		return ids
-	}
+	n, s, sn := offerRealNetwork(ctx, t, vm, networkName, "172.25.0.0/24")
+	shares := func() []string { return sharesOf(ctx, g, admin, n.ID, cluster.ProjectID) }
 
 	// The cluster, its credential, and its two nodegroups.
 	ns := grantedNamespace(ctx, g)
@@ -161,12 +125,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 
 	// The cluster network CAPO makes, in the cluster's project; its MTU is
 	// Neutron's default, as the VM network's is.
-	cn, err := networks.Create(ctx, cluster.Network, networks.CreateOpts{Name: testbed.Name(t, "cluster-net")}).Extract()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = networks.Delete(ctx, cluster.Network, cn.ID).ExtractErr() })
-	cs, err := subnets.Create(ctx, cluster.Network, subnets.CreateOpts{NetworkID: cn.ID, CIDR: "10.6.0.0/24", IPVersion: 4}).Extract()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = subnets.Delete(ctx, cluster.Network, cs.ID).ExtractErr() })
+	cn, cs := createClusterNetwork(ctx, t, cluster)
 	var clusterMTU struct {
 		networks.Network
 		mtu.NetworkMTUExt
@@ -192,21 +151,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 
 		// CAPO made it.
-		g.Eventually(func() error {
-			latest := &clusterv1.Cluster{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), latest); err != nil {
-				return err
-			}
-			osc := &infrav1.OpenStackCluster{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: latest.Spec.InfrastructureRef.Name}, osc); err != nil {
-				return err
-			}
-			osc.Status.Network = &infrav1.NetworkStatusWithSubnets{
-				NetworkStatus: infrav1.NetworkStatus{ID: cn.ID, Name: cn.Name},
-				Subnets:       []infrav1.Subnet{{ID: cs.ID, Name: cs.Name, CIDR: cs.CIDR}},
-			}
-			return env.Client.Status().Update(ctx, osc)
-		}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
+		recordClusterNetwork(ctx, g, c, cn, cs)
 
 		want := And(ContainSubstring("mtu:"), ContainSubstring(fmt.Sprintf("MTU %d but the cluster network has MTU %d", clusterMTU.MTU-50, clusterMTU.MTU)), ContainSubstring("nothing was shared"))
 		g.Eventually(func(g Gomega) {
@@ -278,6 +223,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		// Named and tagged as the cluster's CCM names it, next to another
 		// cluster's of the same project, which must not block this detach.
 		name := ccm.LoadBalancerName(ccm.ClusterName(ns, c.Name), "default", "my-service")
+		var err error
 		lb, err = loadbalancers.Create(ctx, cluster.LoadBalancer, loadbalancers.CreateOpts{
 			Name: name, Tags: []string{name}, VipSubnetID: s.ID,
 		}).Extract()
@@ -285,8 +231,7 @@ func TestNodegroupLifeCycleOnARealCloud(t *testing.T) {
 		other := ccm.LoadBalancerName(ccm.ClusterName(ns+"-other", c.Name), "default", "other-service")
 		otherLB, err = loadbalancers.Create(ctx, cluster.LoadBalancer, loadbalancers.CreateOpts{Name: other, Tags: []string{other}, VipSubnetID: s.ID}).Extract()
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(err).NotTo(HaveOccurred())
-		err := updateCluster(ctx, c, func(c *clusterv1.Cluster) {
+		err = updateCluster(ctx, c, func(c *clusterv1.Cluster) {
 			for i := range c.Spec.Topology.Workers.MachineDeployments {
 				c.Spec.Topology.Workers.MachineDeployments[i].Variables.Overrides = nil
 			}
