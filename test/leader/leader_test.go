@@ -465,29 +465,11 @@ type replica struct {
 // namespace).
 func startReplica(t *testing.T, name string, vm *fakecloud.Project, clouds *fakecloud.Clouds, rec *shareRecorder) *replica {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                        scheme.New(),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                true,
-		LeaderElectionID:              leaseName,
-		LeaderElectionNamespace:       install.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &leaseDuration,
-		RenewDeadline:                 &renewDeadline,
-		RetryPeriod:                   &retryPeriod,
-		GracefulShutdownTimeout:       ptr.To(10 * time.Second),
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{install.Namespace: {}}},
-		}},
+	mgr := newManager(t, func(o *ctrl.Options) {
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace, o.LeaderElectionReleaseOnCancel = true, leaseName, install.Namespace, true
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = &leaseDuration, &renewDeadline, &retryPeriod
+		o.GracefulShutdownTimeout = ptr.To(10 * time.Second)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
 	recorder := mgr.GetEventRecorderFor("capo-sharednet")
 	if err := (&controllers.SharedNetworkReconciler{
 		Client: mgr.GetClient(), Namespace: install.Namespace, Resync: 2 * time.Second, Recorder: recorder,
@@ -506,6 +488,31 @@ func startReplica(t *testing.T, name string, vm *fakecloud.Project, clouds *fake
 	go func() { r.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// newManager builds a manager as internal/manager's NewManager does (its
+// scheme, its Secret cache, the consumers index), with change applied to
+// its options.
+func newManager(t *testing.T, change func(*ctrl.Options)) ctrl.Manager {
+	t.Helper()
+	opts := ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{install.Namespace: {}}},
+		}},
+	}
+	change(&opts)
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	return mgr
 }
 
 // stop cancels the replica and waits, bounded, for its Start to return.

@@ -28,24 +28,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
-	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
-	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
@@ -223,21 +217,7 @@ func credentialOf(t *testing.T, k *fakekeystone.Keystone) openstack.Credential {
 // internal/manager does, with its default workers and reconcile deadline.
 func startTenantsManager(t *testing.T, clouds *hostileClouds) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{install.Namespace: {}}},
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := consumers.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, func(*ctrl.Options) {})
 	options := controller.Options{MaxConcurrentReconciles: manager.DefaultConcurrency, ReconciliationTimeout: manager.DefaultReconcileTimeout}
 	recorder := mgr.GetEventRecorderFor("capo-sharednet")
 	if err := (&controllers.SharedNetworkReconciler{
