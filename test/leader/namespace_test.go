@@ -62,20 +62,7 @@ func TestNamespaceLimitsWhatTheManagerReads(t *testing.T) {
 		HealthProbeBindAddress: "0", Namespace: install.Namespace, WatchNamespace: watched,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the manager stopped with: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the manager did not stop within 30s")
-		}
-	})
+	startManager(t, m)
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	defer syncCancel()
 	g.Expect(m.GetCache().WaitForCacheSync(syncCtx)).To(BeTrue(), "the cache did not sync within a minute")

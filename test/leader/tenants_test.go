@@ -228,6 +228,13 @@ func startTenantsManager(t *testing.T, clouds *hostileClouds) {
 	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: clouds, Recorder: recorder}).SetupWithManager(mgr, options); err != nil {
 		t.Fatal(err)
 	}
+	startManager(t, mgr)
+}
+
+// startManager runs mgr until the test ends, and then waits (bounded) for
+// it to stop.
+func startManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -236,7 +243,7 @@ func startTenantsManager(t *testing.T, clouds *hostileClouds) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("the manager: %v", err)
+				t.Errorf("the manager stopped with: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			t.Error("the manager did not stop within 30s")
