@@ -45,6 +45,7 @@ import (
 func main() {
 	opts := manager.Options{}
 	pflag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "Port of the runtime extension and admission webhook server.")
+	pflag.IntVar(&opts.DeletionHookPort, "deletion-hook-port", manager.DefaultDeletionHookPort, "Port of the runtime extension server of BeforeClusterDelete (its own ExtensionConfig, kept to the namespaces with attachments).")
 	pflag.StringVar(&opts.WebhookHost, "webhook-host", "", "Address the webhook server listens on (all when empty).")
 	pflag.StringVar(&opts.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Folder with tls.crt and tls.key of the webhook server.")
 	// CAPI's manager flags (util/flags): --diagnostics-address (metrics over
@@ -70,6 +71,7 @@ func main() {
 	pflag.IntVar(&opts.Concurrency.WorkloadGuardrails, "workloadguardrails-concurrency", manager.DefaultConcurrency, "Number of Clusters the workload guardrails check at once (WorkloadGuardrails feature).")
 	pflag.DurationVar(&opts.ReconcileTimeout, "reconcile-timeout", manager.DefaultReconcileTimeout, "Deadline of one reconcile, every OpenStack call in it included; a slow cloud gives up and retries later.")
 	pflag.StringVar(&opts.CredentialWebhookConfiguration, "credential-webhook-configuration", manager.DefaultCredentialWebhookConfiguration, "ValidatingWebhookConfiguration whose credential webhook the extension scopes to the namespaces where clusters use a shared network.")
+	pflag.StringVar(&opts.DeletionExtensionConfig, "deletion-extension-config", manager.DefaultDeletionExtensionConfig, "ExtensionConfig of BeforeClusterDelete, which the extension scopes to the namespaces with attachments.")
 	pflag.DurationVar(&opts.SyncPeriod, "sync-period", 10*time.Minute, "How often the cache relists every object it watches.")
 	kubeAPIQPS := pflag.Float32("kube-api-qps", 20, "Maximum queries per second from the manager to the Kubernetes API server.")
 	kubeAPIBurst := pflag.Int("kube-api-burst", 30, "Maximum burst of queries from the manager to the Kubernetes API server.")

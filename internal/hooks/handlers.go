@@ -68,16 +68,31 @@ type Handlers struct {
 	Now func() time.Time
 }
 
-// Register adds every handler to the runtime extension server, in one place
-// with its name, timeout and failure policy.
+// Register adds the topology handlers to the runtime extension server, in
+// one place with their names, timeouts and failure policies. CAPI calls them
+// only for clusters of a ClusterClass that names them.
 func (h *Handlers) Register(srv *server.Server) error {
 	fail := ptr.To(runtimehooksv1.FailurePolicyFail)
-	for _, handler := range []server.ExtensionHandler{
-		{Hook: runtimehooksv1.DiscoverVariables, Name: DiscoverVariablesHandler, HandlerFunc: h.DiscoverVariables, TimeoutSeconds: ptr.To[int32](5), FailurePolicy: fail},
-		{Hook: runtimehooksv1.GeneratePatches, Name: GeneratePatchesHandler, HandlerFunc: h.GeneratePatches, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
-		{Hook: runtimehooksv1.ValidateTopology, Name: ValidateTopologyHandler, HandlerFunc: h.ValidateTopology, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
-		{Hook: runtimehooksv1.BeforeClusterDelete, Name: BeforeClusterDeleteHandler, HandlerFunc: h.BeforeClusterDelete, TimeoutSeconds: ptr.To[int32](30), FailurePolicy: fail},
-	} {
+	return add(srv,
+		server.ExtensionHandler{Hook: runtimehooksv1.DiscoverVariables, Name: DiscoverVariablesHandler, HandlerFunc: h.DiscoverVariables, TimeoutSeconds: ptr.To[int32](5), FailurePolicy: fail},
+		server.ExtensionHandler{Hook: runtimehooksv1.GeneratePatches, Name: GeneratePatchesHandler, HandlerFunc: h.GeneratePatches, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
+		server.ExtensionHandler{Hook: runtimehooksv1.ValidateTopology, Name: ValidateTopologyHandler, HandlerFunc: h.ValidateTopology, TimeoutSeconds: ptr.To[int32](10), FailurePolicy: fail},
+	)
+}
+
+// RegisterDeletion adds BeforeClusterDelete to a server of its own. CAPI
+// calls a lifecycle hook for every Cluster its ExtensionConfig's
+// namespaceSelector admits, whatever its ClusterClass; that ExtensionConfig
+// is kept to the namespaces with attachments (controllers.NamespaceScope),
+// so an extension outage holds the deletion of an attached cluster (its
+// load balancers must go first) and of no other.
+func (h *Handlers) RegisterDeletion(srv *server.Server) error {
+	return add(srv, server.ExtensionHandler{Hook: runtimehooksv1.BeforeClusterDelete, Name: BeforeClusterDeleteHandler, HandlerFunc: h.BeforeClusterDelete,
+		TimeoutSeconds: ptr.To[int32](30), FailurePolicy: ptr.To(runtimehooksv1.FailurePolicyFail)})
+}
+
+func add(srv *server.Server, handlers ...server.ExtensionHandler) error {
+	for _, handler := range handlers {
 		if err := srv.AddExtensionHandler(handler); err != nil {
 			return err
 		}

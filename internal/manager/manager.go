@@ -60,6 +60,10 @@ type Options struct {
 	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
+	// DeletionHookPort serves BeforeClusterDelete on a runtime extension
+	// server of its own (its own ExtensionConfig, scoped to the namespaces
+	// with attachments); DefaultDeletionHookPort when zero.
+	DeletionHookPort int
 	// TLSOpts apply to the webhook server (CAPI's --tls-min-version and
 	// --tls-cipher-suites, util/flags).
 	TLSOpts []func(*tls.Config)
@@ -104,7 +108,18 @@ type Options struct {
 	// whose credential webhook the manager scopes to the namespaces using a
 	// shared network; DefaultCredentialWebhookConfiguration when empty.
 	CredentialWebhookConfiguration string
+	// DeletionExtensionConfig is the ExtensionConfig that registers
+	// BeforeClusterDelete; the manager scopes it to the namespaces with
+	// attachments. DefaultDeletionExtensionConfig when empty.
+	DeletionExtensionConfig string
 }
+
+// DefaultDeletionHookPort is the port of the deletion hook's server.
+const DefaultDeletionHookPort = 9444
+
+// DefaultDeletionExtensionConfig is the name config/default gives the
+// ExtensionConfig of BeforeClusterDelete.
+const DefaultDeletionExtensionConfig = "capo-sharednet-deletion"
 
 // DefaultCredentialWebhookConfiguration is the name config/ gives the
 // ValidatingWebhookConfiguration (config/base's name prefix).
@@ -139,12 +154,14 @@ func (o Options) controllerOptions(workers int) controller.Options {
 // preflight checker. The Setup methods each register one piece.
 type Manager struct {
 	ctrl.Manager
-	// Server serves the hooks and the admission webhooks on one port.
-	Server      *server.Server
-	Sessions    *openstack.Sessions
-	Credentials *credentials.Source
-	Preflight   *preflight.Checker
-	opts        Options
+	// Server serves the topology hooks and the admission webhooks on one port.
+	Server *server.Server
+	// DeletionServer serves BeforeClusterDelete on its own port.
+	DeletionServer *server.Server
+	Sessions       *openstack.Sessions
+	Credentials    *credentials.Source
+	Preflight      *preflight.Checker
+	opts           Options
 }
 
 // New builds the manager main.go runs: every hook, webhook and controller
@@ -154,7 +171,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	setups := []func() error{m.SetupHooks, m.SetupWebhooks, m.SetupSharedNetworkController, m.SetupAttachmentController, m.SetupCredentialWebhookScope}
+	setups := []func() error{m.SetupHooks, m.SetupWebhooks, m.SetupSharedNetworkController, m.SetupAttachmentController, m.SetupNamespaceScope}
 	if opts.WorkloadGuardrails {
 		setups = append(setups, m.SetupWorkloadGuardrails)
 	}
@@ -184,6 +201,20 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the runtime extension server: %w", err)
+	}
+	deletionPort := opts.DeletionHookPort
+	if deletionPort == 0 {
+		deletionPort = DefaultDeletionHookPort
+	}
+	deletion, err := server.New(server.Options{
+		Catalog: catalog,
+		Host:    opts.WebhookHost,
+		Port:    deletionPort,
+		CertDir: opts.WebhookCertDir,
+		TLSOpts: opts.TLSOpts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the deletion hook's server: %w", err)
 	}
 
 	if opts.Namespace == "" {
@@ -252,10 +283,16 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// GetWebhookServer adds the server to the manager's runnables:
 	// controller-runtime starts it only then, whichever pieces are registered.
 	mgr.GetWebhookServer()
+	if err := mgr.Add(deletion); err != nil {
+		return nil, err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("deletion-hook", deletion.StartedChecker()); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("consumers", table.ReadyzCheck); err != nil {
@@ -265,7 +302,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	sessions := &openstack.Sessions{Options: opts.OpenStack}
 	creds := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Sessions: sessions}
 	return &Manager{
-		Manager: mgr, Server: srv, Sessions: sessions, Credentials: creds,
+		Manager: mgr, Server: srv, DeletionServer: deletion, Sessions: sessions, Credentials: creds,
 		Preflight: &preflight.Checker{Reader: mgr.GetClient(), Consumers: table, Cloud: creds, MaxFactAge: preflight.MaxFactAgeFor(resyncOrDefault(opts.Resync))},
 		opts:      opts,
 	}, nil
@@ -277,6 +314,9 @@ func (m *Manager) SetupHooks() error {
 		Recorder: m.recorder()}
 	if err := h.Register(m.Server); err != nil {
 		return fmt.Errorf("registering hooks: %w", err)
+	}
+	if err := h.RegisterDeletion(m.DeletionServer); err != nil {
+		return fmt.Errorf("registering the deletion hook: %w", err)
 	}
 	return nil
 }
@@ -322,16 +362,14 @@ func (m *Manager) SetupAttachmentController() error {
 	return nil
 }
 
-// SetupCredentialWebhookScope registers the controller that keeps the
-// credential webhook to the namespaces whose clusters use a shared network.
-func (m *Manager) SetupCredentialWebhookScope() error {
-	name := m.opts.CredentialWebhookConfiguration
-	if name == "" {
-		name = DefaultCredentialWebhookConfiguration
-	}
-	if err := (&controllers.CredentialWebhookScope{Client: m.GetClient(), APIReader: m.GetAPIReader(), Configuration: name}).
-		SetupWithManager(m, m.opts.controllerOptions(1)); err != nil {
-		return fmt.Errorf("setting up the credential webhook's scope: %w", err)
+// SetupNamespaceScope registers the controller that keeps the credential
+// webhook and the deletion hook to the namespaces that use a shared network.
+func (m *Manager) SetupNamespaceScope() error {
+	r := &controllers.NamespaceScope{Client: m.GetClient(), APIReader: m.GetAPIReader(),
+		CredentialWebhookConfiguration: orDefault(m.opts.CredentialWebhookConfiguration, DefaultCredentialWebhookConfiguration),
+		DeletionExtensionConfig:        orDefault(m.opts.DeletionExtensionConfig, DefaultDeletionExtensionConfig)}
+	if err := r.SetupWithManager(m, m.opts.controllerOptions(1)); err != nil {
+		return fmt.Errorf("setting up the namespace scope of the credential webhook and the deletion hook: %w", err)
 	}
 	return nil
 }
@@ -371,4 +409,11 @@ func resyncOrDefault(resync time.Duration) time.Duration {
 		return resync
 	}
 	return controllers.DefaultResync
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

@@ -28,6 +28,7 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 )
@@ -42,5 +43,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(infrav1.AddToScheme(s))
 	utilruntime.Must(infrav1alpha1.AddToScheme(s))
 	utilruntime.Must(sharednetv1.AddToScheme(s))
+	// The deletion hook's ExtensionConfig (controllers.NamespaceScope).
+	utilruntime.Must(runtimev1.AddToScheme(s))
 	return s
 }

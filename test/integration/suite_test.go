@@ -84,8 +84,12 @@ func startExtension(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	deletionPort, err := freePort()
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.NewManager(env.Config, manager.Options{
-		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
+		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: deletionPort, WebhookCertDir: env.CertDir,
 		HealthProbeBindAddress: "0",
 		Namespace:              install.Namespace, Resync: resync,
 		OpenStack: openstack.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
@@ -114,8 +118,25 @@ func startExtension(ctx context.Context) error {
 	if err := installAdmissionWebhook(ctx, url); err != nil {
 		return err
 	}
+	// The two ExtensionConfigs of config/default; the deletion hook's
+	// selects every namespace here (no NamespaceScope runs to keep it to
+	// the attached ones).
+	for name, ec := range map[string]struct {
+		url      string
+		handlers int
+	}{extensionConfigName: {url, 3}, manager.DefaultDeletionExtensionConfig: {fmt.Sprintf("https://127.0.0.1:%d", deletionPort), 1}} {
+		if err := registerExtension(ctx, name, ec.url, ec.handlers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerExtension creates ExtensionConfig name for the server at url, for
+// every namespace, and waits until CAPI has discovered its handlers.
+func registerExtension(ctx context.Context, name, url string, handlers int) error {
 	ec := &runtimev1.ExtensionConfig{
-		ObjectMeta: metav1.ObjectMeta{Name: extensionConfigName},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: runtimev1.ExtensionConfigSpec{
 			ClientConfig:      runtimev1.ClientConfig{URL: url, CABundle: env.CAData},
 			NamespaceSelector: &metav1.LabelSelector{},
@@ -124,11 +145,11 @@ func startExtension(ctx context.Context) error {
 	if err := env.Client.Create(ctx, ec); err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return false, err
 		}
-		return len(ec.Status.Handlers) >= 3, nil
+		return len(ec.Status.Handlers) >= handlers, nil
 	})
 	if err != nil {
 		return fmt.Errorf("ExtensionConfig %s was not discovered (conditions %+v): %w", ec.Name, ec.Status.Conditions, err)

@@ -57,8 +57,10 @@ func TestNamespaceLimitsWhatTheManagerReads(t *testing.T) {
 
 	port, err := freePort()
 	g.Expect(err).NotTo(HaveOccurred())
+	deletionPort, err := freePort()
+	g.Expect(err).NotTo(HaveOccurred())
 	m, err := manager.NewManager(env.Config, manager.Options{
-		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
+		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: deletionPort, WebhookCertDir: env.CertDir,
 		HealthProbeBindAddress: "0", Namespace: install.Namespace, WatchNamespace: watched,
 	})
 	g.Expect(err).NotTo(HaveOccurred())

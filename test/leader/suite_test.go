@@ -81,8 +81,12 @@ func startHooks(ctx context.Context) (stop func() error, _ error) {
 	if err != nil {
 		return nil, err
 	}
+	deletionPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := manager.NewManager(env.Config, manager.Options{
-		WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: env.CertDir,
+		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: deletionPort, WebhookCertDir: env.CertDir,
 		HealthProbeBindAddress: "0", Namespace: install.Namespace,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -241,11 +242,9 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 	var svc corev1.Service
 	var deploy appsv1.Deployment
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	var ec runtimev1.ExtensionConfig
 	convert(t, byKind["Service"][0], &svc)
 	convert(t, byKind["Deployment"][0], &deploy)
 	convert(t, byKind["ValidatingWebhookConfiguration"][0], &vwc)
-	convert(t, byKind["ExtensionConfig"][0], &ec)
 	cert := byKind["Certificate"][0]
 	certSecret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
@@ -260,15 +259,37 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 		t.Errorf("PodDisruptionBudget %s: minAvailable %v, selector %v; want 1 of the Deployment's pods (%v)", pdb.Name, pdb.Spec.MinAvailable, pdb.Spec.Selector, deploy.Spec.Selector)
 	}
 
-	// The ExtensionConfig: handler names in the ClusterClass are <handler>.<its name>.
-	if ec.Name != providerName {
-		t.Errorf("ExtensionConfig is named %q; templates reference handlers as <handler>.%s", ec.Name, providerName)
+	// The ExtensionConfigs: handler names in the ClusterClass are
+	// <handler>.capo-sharednet; the deletion hook's is the one the manager
+	// scopes (--deletion-extension-config), and selects no namespace until it
+	// has.
+	ecs := map[string]runtimev1.ExtensionConfig{}
+	for _, o := range byKind["ExtensionConfig"] {
+		var ec runtimev1.ExtensionConfig
+		convert(t, o, &ec)
+		ecs[ec.Name] = ec
 	}
-	if s := ec.Spec.ClientConfig.Service; s.Name != svc.Name || s.Namespace != ns || s.Port == nil || *s.Port != svc.Spec.Ports[0].Port {
-		t.Errorf("ExtensionConfig service %+v does not point at Service %s/%s port %d", s, ns, svc.Name, svc.Spec.Ports[0].Port)
+	if _, ok := ecs[providerName]; !ok || len(ecs) != 2 {
+		t.Errorf("ExtensionConfigs %v; templates reference handlers as <handler>.%s", slices.Collect(maps.Keys(ecs)), providerName)
 	}
-	if got, want := ec.Annotations[runtimev1.InjectCAFromSecretAnnotation], ns+"/"+certSecret; got != want {
-		t.Errorf("ExtensionConfig %s=%q, want %q (the Certificate's Secret)", runtimev1.InjectCAFromSecretAnnotation, got, want)
+	deletion, ok := ecs[sharednetmanager.DefaultDeletionExtensionConfig]
+	if !ok {
+		t.Errorf("no ExtensionConfig %s (--deletion-extension-config's default)", sharednetmanager.DefaultDeletionExtensionConfig)
+	} else if sel, err := metav1.LabelSelectorAsSelector(deletion.Spec.NamespaceSelector); err != nil || deletion.Spec.NamespaceSelector == nil ||
+		sel.Matches(labels.Set{corev1.LabelMetadataName: "default"}) {
+		t.Errorf("ExtensionConfig %s namespaceSelector %v selects namespaces before the extension has scoped it (%v)", deletion.Name, deletion.Spec.NamespaceSelector, err)
+	}
+	containerPorts := map[int32]string{} // Service port -> the container port's name it targets
+	for _, p := range svc.Spec.Ports {
+		containerPorts[p.Port] = p.TargetPort.String()
+	}
+	for _, ec := range ecs {
+		if s := ec.Spec.ClientConfig.Service; s.Name != svc.Name || s.Namespace != ns || s.Port == nil || containerPorts[*s.Port] == "" {
+			t.Errorf("ExtensionConfig %s service %+v does not point at a port of Service %s/%s", ec.Name, s, ns, svc.Name)
+		}
+		if got, want := ec.Annotations[runtimev1.InjectCAFromSecretAnnotation], ns+"/"+certSecret; got != want {
+			t.Errorf("ExtensionConfig %s %s=%q, want %q (the Certificate's Secret)", ec.Name, runtimev1.InjectCAFromSecretAnnotation, got, want)
+		}
 	}
 	// cert-manager's CA injector: <namespace>/<Certificate>.
 	if got, want := vwc.Annotations["cert-manager.io/inject-ca-from"], ns+"/"+cert.GetName(); got != want {
@@ -299,15 +320,19 @@ func checkComponents(t *testing.T, objs []unstructured.Unstructured) {
 	if mgr.Image != image+":"+releaseVersion {
 		t.Errorf("manager image %s, want %s:%s", mgr.Image, image, releaseVersion)
 	}
-	target := svc.Spec.Ports[0].TargetPort.String()
-	var webhookPort int32
-	for _, p := range mgr.Ports {
-		if p.Name == target {
-			webhookPort = p.ContainerPort
+	// Each ExtensionConfig's Service port reaches the server its flag sets.
+	flags := map[string]string{providerName: "--webhook-port", sharednetmanager.DefaultDeletionExtensionConfig: "--deletion-hook-port"}
+	for name, ec := range ecs {
+		target := containerPorts[ptr.Deref(ec.Spec.ClientConfig.Service.Port, 0)]
+		var port int32
+		for _, p := range mgr.Ports {
+			if p.Name == target {
+				port = p.ContainerPort
+			}
 		}
-	}
-	if webhookPort == 0 || !slices.Contains(mgr.Args, fmt.Sprintf("--webhook-port=%d", webhookPort)) {
-		t.Errorf("Service targetPort %s is container port %d, but the manager's args are %q", target, webhookPort, mgr.Args)
+		if port == 0 || !slices.Contains(mgr.Args, fmt.Sprintf("%s=%d", flags[name], port)) {
+			t.Errorf("ExtensionConfig %s: Service targetPort %q is container port %d, but the manager's args are %q (want %s=%d)", name, target, port, mgr.Args, flags[name], port)
+		}
 	}
 	certMounted := false
 	for _, v := range pod.Volumes {
@@ -418,7 +443,7 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 			return err == nil, err
 		})
 	}
-	url := extension(t, e)
+	urls := extension(t, e)
 
 	read := func(name string) []byte {
 		data, err := os.ReadFile(filepath.Join(e.CertDir, name))
@@ -440,6 +465,10 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 		switch o.GetKind() {
 		case "ExtensionConfig":
 			ec := o.DeepCopy()
+			url := urls.Hooks
+			if ec.GetName() == sharednetmanager.DefaultDeletionExtensionConfig {
+				url = urls.Deletion
+			}
 			if err := unstructured.SetNestedMap(ec.Object, map[string]any{"url": url}, "spec", "clientConfig"); err != nil {
 				t.Fatal(err)
 			}
@@ -448,7 +477,7 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			convert(t, o, vwc)
 			for i := range vwc.Webhooks {
-				full := url + *vwc.Webhooks[i].ClientConfig.Service.Path
+				full := urls.Hooks + *vwc.Webhooks[i].ClientConfig.Service.Path
 				vwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &full, CABundle: e.CAData}
 			}
 			if err := e.Client.Create(ctx, vwc); err != nil {
@@ -456,23 +485,34 @@ func installExtension(t *testing.T, ctx context.Context, e *testenv.Environment,
 			}
 		}
 	}
-	ec := &runtimev1.ExtensionConfig{}
-	waitFor(t, ctx, 60*time.Second, "ExtensionConfig discovered", func() (bool, error) {
-		if err := e.Client.Get(ctx, client.ObjectKey{Name: providerName}, ec); err != nil {
-			return false, err
+	// Each ExtensionConfig is discovered with the CA CAPI injected, and names
+	// its handlers: the topology handlers, and the deletion hook on its own.
+	for name, handlers := range map[string][]string{
+		providerName: {hooks.DiscoverVariablesHandler, hooks.GeneratePatchesHandler, hooks.ValidateTopologyHandler},
+		sharednetmanager.DefaultDeletionExtensionConfig: {hooks.BeforeClusterDeleteHandler},
+	} {
+		ec := &runtimev1.ExtensionConfig{}
+		waitFor(t, ctx, 60*time.Second, "ExtensionConfig "+name+" discovered", func() (bool, error) {
+			if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, ec); err != nil {
+				return false, err
+			}
+			return meta.IsStatusConditionTrue(ec.Status.Conditions, runtimev1.ExtensionConfigDiscoveredCondition), nil
+		})
+		if !bytes.Equal(ec.Spec.ClientConfig.CABundle, e.CAData) {
+			t.Errorf("ExtensionConfig %s: caBundle was not injected from Secret %s/%s", name, ns, certSecret)
 		}
-		return meta.IsStatusConditionTrue(ec.Status.Conditions, runtimev1.ExtensionConfigDiscoveredCondition), nil
-	})
-	if !bytes.Equal(ec.Spec.ClientConfig.CABundle, e.CAData) {
-		t.Errorf("caBundle was not injected from Secret %s/%s", ns, certSecret)
-	}
-	var names []string
-	for _, h := range ec.Status.Handlers {
-		names = append(names, h.Name)
-	}
-	for _, h := range []string{hooks.DiscoverVariablesHandler, hooks.GeneratePatchesHandler, hooks.ValidateTopologyHandler, hooks.BeforeClusterDeleteHandler} {
-		if !slices.Contains(names, h+"."+providerName) {
-			t.Errorf("handler %s.%s not discovered (have %q)", h, providerName, names)
+		var names []string
+		for _, h := range ec.Status.Handlers {
+			names = append(names, h.Name)
+		}
+		want := make([]string, 0, len(handlers))
+		for _, h := range handlers {
+			want = append(want, h+"."+name)
+		}
+		slices.Sort(names)
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("ExtensionConfig %s discovered handlers %q, want %q", name, names, want)
 		}
 	}
 }

@@ -80,28 +80,49 @@ func stopEnvironment() {
 	}
 }
 
+// extensionURLs are where the extension's two servers answer.
+type extensionURLs struct {
+	// Hooks serves the topology hooks and the admission webhooks.
+	Hooks string
+	// Deletion serves BeforeClusterDelete.
+	Deletion string
+}
+
 var (
 	extensionOnce sync.Once
-	extensionURL  string
+	extensionURL  extensionURLs
 	extensionErr  error
 )
 
+// unusedPort is a port of 127.0.0.1 nothing listens on now.
+func unusedPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 // extension runs this project's manager, built from the pieces main.go
-// registers but the attachment controller, on its own HTTPS port of 127.0.0.1
-// (certificate of envtest, which covers 127.0.0.1), and returns its URL. The
+// registers but the attachment controller, on HTTPS ports of 127.0.0.1
+// (certificate of envtest, which covers 127.0.0.1), and returns its URLs. The
 // CRDs must be installed first.
-func extension(t *testing.T, e *testenv.Environment) string {
+func extension(t *testing.T, e *testenv.Environment) extensionURLs {
 	t.Helper()
 	extensionOnce.Do(func() {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := unusedPort()
 		if err != nil {
 			extensionErr = err
 			return
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+		deletionPort, err := unusedPort()
+		if err != nil {
+			extensionErr = err
+			return
+		}
 		mgr, err := manager.NewManager(e.Config, manager.Options{
-			WebhookHost: "127.0.0.1", WebhookPort: port, WebhookCertDir: e.CertDir,
+			WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: deletionPort, WebhookCertDir: e.CertDir,
 			HealthProbeBindAddress: "0",
 			Namespace:              install.Namespace,
 		})
@@ -124,7 +145,7 @@ func extension(t *testing.T, e *testenv.Environment) string {
 				fmt.Fprintln(os.Stderr, "extension manager stopped:", err)
 			}
 		}()
-		extensionURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+		extensionURL = extensionURLs{Hooks: fmt.Sprintf("https://127.0.0.1:%d", port), Deletion: fmt.Sprintf("https://127.0.0.1:%d", deletionPort)}
 	})
 	if extensionErr != nil {
 		t.Fatalf("starting the extension: %v", extensionErr)

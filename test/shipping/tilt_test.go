@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -367,8 +366,8 @@ func tiltPrepare(t *testing.T, objs []unstructured.Unstructured, debug *tiltDebu
 
 // TestTiltComponents builds what Tilt deploys and checks it against
 // config/default, what clusterctl installs: the kustomize folder is
-// config/default without the ExtensionConfig, and the additional resources
-// bring back exactly that ExtensionConfig (CA injection annotation included),
+// config/default without the ExtensionConfigs, and the additional resources
+// bring back exactly those ExtensionConfigs (CA injection annotation included),
 // so that it is applied with the manager, after CAPI, and never twice.
 func TestTiltComponents(t *testing.T) {
 	p := readTiltProvider(t)
@@ -387,15 +386,15 @@ func TestTiltComponents(t *testing.T) {
 		}
 		want = append(want, o)
 	}
-	if len(extensionConfigs) != 1 {
-		t.Fatalf("config/default holds %d ExtensionConfigs, want 1 (clusterctl users get it from the components)", len(extensionConfigs))
+	if len(extensionConfigs) != 2 {
+		t.Fatalf("config/default holds %d ExtensionConfigs, want 2 (the topology handlers and the deletion hook; clusterctl users get them from the components)", len(extensionConfigs))
 	}
 	if len(tilt) != len(want) {
 		var keys []string
 		for _, o := range tilt {
 			keys = append(keys, key(o))
 		}
-		t.Errorf("%s renders %d objects, config/default without its ExtensionConfig %d: %q", p.kustomizeFolder(), len(tilt), len(want), keys)
+		t.Errorf("%s renders %d objects, config/default without its ExtensionConfigs %d: %q", p.kustomizeFolder(), len(tilt), len(want), keys)
 	}
 	byKey := map[string]unstructured.Unstructured{}
 	for _, o := range tilt {
@@ -434,13 +433,15 @@ func TestTiltComponents(t *testing.T) {
 			ecs = append(ecs, o)
 		}
 	}
-	if len(ecs) != 1 {
-		t.Fatalf("the additional resources hold %d ExtensionConfigs, want 1", len(ecs))
+	if len(ecs) != len(extensionConfigs) {
+		t.Fatalf("the additional resources hold %d ExtensionConfigs, config/default %d", len(ecs), len(extensionConfigs))
 	}
-	if !reflect.DeepEqual(ecs[0].Object, extensionConfigs[0].Object) {
-		a, _ := yaml.Marshal(ecs[0].Object)
-		b, _ := yaml.Marshal(extensionConfigs[0].Object)
-		t.Errorf("the ExtensionConfig Tilt applies:\n%s\ndiffers from config/default's:\n%s", a, b)
+	for i := range ecs {
+		if !reflect.DeepEqual(ecs[i].Object, extensionConfigs[i].Object) {
+			a, _ := yaml.Marshal(ecs[i].Object)
+			b, _ := yaml.Marshal(extensionConfigs[i].Object)
+			t.Errorf("the ExtensionConfig Tilt applies:\n%s\ndiffers from config/default's:\n%s", a, b)
+		}
 	}
 
 	// tilt-prepare names the clusterctl Provider from the Namespace's label.
@@ -492,12 +493,11 @@ func lastFlag(args []string, name string) string {
 // freePort is a TCP port of 127.0.0.1 free right now.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := unusedPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(port)
 }
 
 // TestTiltDebugManager runs the manager Tilt builds with the arguments Tilt's
@@ -755,7 +755,7 @@ func TestClusterctlSettings(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	if kinds["ExtensionConfig"] != 1 || kinds["Deployment"] != 1 {
-		t.Errorf("the local repository's components hold %v; want the ExtensionConfig and the Deployment", kinds)
+	if kinds["ExtensionConfig"] != 2 || kinds["Deployment"] != 1 {
+		t.Errorf("the local repository's components hold %v; want the two ExtensionConfigs and the Deployment", kinds)
 	}
 }
