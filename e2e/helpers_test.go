@@ -29,12 +29,16 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 // timeline records each step of the story with its wall time.
@@ -265,5 +269,53 @@ func attachedMachines(ctx SpecContext, ns, cluster, topology string, n int, time
 			g.Expect(m.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
 		}
 	}, timeout, time.Second).Should(Succeed())
+	return out
+}
+
+// newPlainCluster creates, in a namespace of its own, a cluster of the same
+// ClusterClass with no nodegroup attached (no sharedNetwork value, no
+// workers); provisioned tells when CAPO has made its infrastructure.
+func newPlainCluster(ctx SpecContext, prefix string) client.ObjectKey {
+	GinkgoHelper()
+	suffix := fmt.Sprintf("%05x", rand.IntN(1<<20))
+	key := client.ObjectKey{Namespace: prefix + suffix, Name: "plain-" + suffix}
+	Expect(pl.Namespace(ctx, key.Namespace, nil)).To(Succeed())
+	cc, err := pl.ClusterClass(key.Namespace)
+	Expect(err).NotTo(HaveOccurred())
+	for _, o := range cc {
+		Expect(pl.Apply(ctx, o)).To(Succeed())
+	}
+	Expect(pl.WaitForClusterClass(ctx, key.Namespace, plane.ClusterClassName)).To(Succeed())
+	secret, cluster, err := pl.RenderCluster(plane.ClusterVariables{Name: key.Name, Namespace: key.Namespace, CloudsYAML: clouds})
+	Expect(err).NotTo(HaveOccurred())
+	for i := range cluster.Spec.Topology.Workers.MachineDeployments {
+		md := &cluster.Spec.Topology.Workers.MachineDeployments[i]
+		variables.SetOverride(cluster, md.Name, nil)
+		md.Replicas = ptr.To[int32](0)
+	}
+	Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
+	DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
+	return key
+}
+
+// provisioned is whether CAPO has made the cluster's infrastructure.
+func provisioned(ctx context.Context, g Gomega, key client.ObjectKey) bool {
+	c := &clusterv1.Cluster{}
+	g.Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+	return ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false)
+}
+
+// deletionHookNamespaces are the namespaces the deletion ExtensionConfig's
+// namespaceSelector names (none when it selects none).
+func deletionHookNamespaces(ctx context.Context, g Gomega) []string {
+	ec := &runtimev1.ExtensionConfig{}
+	g.Expect(pl.Client.Get(ctx, client.ObjectKey{Name: plane.DeletionExtensionConfigName}, ec)).To(Succeed())
+	g.Expect(ec.Spec.NamespaceSelector).NotTo(BeNil(), "a nil selector would select every namespace")
+	var out []string
+	for _, r := range ec.Spec.NamespaceSelector.MatchExpressions {
+		if r.Operator == metav1.LabelSelectorOpIn {
+			out = append(out, r.Values...)
+		}
+	}
 	return out
 }

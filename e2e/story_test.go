@@ -36,6 +36,8 @@ import (
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
@@ -493,7 +495,10 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
 	}, SpecTimeout(8*time.Minute))
 
-	It("deleting the cluster with a load balancer still on a shared subnet: BeforeClusterDelete removes it (and not the load balancer of a Cluster of the same name in another namespace of the project) and the share, and nothing of the cluster is left in Neutron, Nova or Octavia", func(ctx SpecContext) {
+	It("deleting the cluster with a load balancer still on a shared subnet: BeforeClusterDelete removes it (and not the load balancer of a Cluster of the same name in another namespace of the project) and the share, and nothing of the cluster is left in Neutron, Nova or Octavia; with the extension down, a cluster with nothing attached is deleted all the same while this one waits, saying why, until the extension is back", func(ctx SpecContext) {
+		// Provisions while md-b attaches; its namespace has no attachment.
+		plain := newPlainCluster(ctx, "e2e-plain-")
+
 		second, err := plane.EnsureVMNetwork(ctx, vm, plane.VMNetworkOpts{Name: snName + "-vm-net-2", CIDR: "172.28.2.0/24"})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = plane.DeleteVMNetwork(ctx, vm, second.NetworkID, 2*time.Minute) }, NodeTimeout(3*time.Minute))
@@ -523,10 +528,47 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		twin := otherClustersLoadBalancer(ctx, client.ObjectKey{Namespace: ns + "-twin", Name: name}, gatewayService, second.SubnetID)
 		DeferCleanup(func(ctx SpecContext) { deleteLB(ctx, twin.ID) })
 
-		done = tl.step("delete the cluster (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")
+		Eventually(func(g Gomega) bool { return provisioned(ctx, g, plain) }, 4*time.Minute, time.Second).Should(BeTrue(), "the cluster with nothing attached is provisioned")
+		Eventually(func(g Gomega) {
+			namespaces := deletionHookNamespaces(ctx, g)
+			g.Expect(namespaces).To(ContainElement(ns), "BeforeClusterDelete is called for the attached cluster's namespace")
+			g.Expect(namespaces).NotTo(ContainElement(plain.Namespace), "and not for one without attachments")
+		}, time.Minute, time.Second).Should(Succeed())
+
+		done = tl.step("extension down: the cluster with nothing attached is deleted; the attached one waits, saying why")
+		Expect(pl.StopExtension()).To(Succeed())
+		down := true
+		DeferCleanup(func(ctx SpecContext) {
+			if down {
+				Expect(pl.StartExtension(ctx)).To(Succeed())
+			}
+		}, NodeTimeout(3*time.Minute))
+		Expect(pl.Client.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: plain.Namespace, Name: plain.Name}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(pl.Client.Get(ctx, plain, &clusterv1.Cluster{}))
+		}, 5*time.Minute, time.Second).Should(BeTrue(), "a cluster with nothing attached is deleted while the extension is down")
+		Expect(leftovers(ctx, plain.Namespace, plain.Name)).To(BeEmpty(), "CAPO removed all of it")
+
 		c := &clusterv1.Cluster{}
 		Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
 		Expect(pl.Client.Delete(ctx, c)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+			cond := conditions.Get(c, clusterv1.ClusterTopologyReconciledCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Message).To(ContainSubstring("before-cluster-delete."+plane.DeletionExtensionConfigName), "the Cluster says which hook it waits for")
+		}, time.Minute, time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+			g.Expect(c.Annotations).NotTo(HaveKey(runtimev1.OkToDeleteAnnotation), "CAPI deletes nothing of the cluster before the hook answers")
+			g.Expect(lbGone(ctx, lb2.ID)).To(BeFalse())
+		}, 15*time.Second, time.Second).Should(Succeed())
+		done()
+
+		done = tl.step("extension back: the cluster is deleted (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")
+		Expect(pl.StartExtension(ctx)).To(Succeed())
+		down = false
 		Eventually(func() bool {
 			return apierrors.IsNotFound(pl.Client.Get(ctx, key, &clusterv1.Cluster{}))
 		}, 6*time.Minute, time.Second).Should(BeTrue(), "the cluster is deleted")
@@ -541,7 +583,9 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(clusterPortsOn(ctx, second.NetworkID)).To(BeEmpty())
 		Expect(leftovers(ctx, ns, name)).To(BeEmpty(), "nothing of the cluster is left in Neutron, Nova or Octavia")
 		Expect(plane.DeleteVMNetwork(ctx, vm, second.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
-	}, SpecTimeout(12*time.Minute))
+		Eventually(func(g Gomega) []string { return deletionHookNamespaces(ctx, g) }, time.Minute, time.Second).
+			ShouldNot(ContainElement(ns), "with its attachments gone, the namespace leaves BeforeClusterDelete's selector")
+	}, SpecTimeout(16*time.Minute))
 })
 
 // controlPlaneState is what would change if the control plane rolled.

@@ -50,9 +50,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +65,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -71,7 +74,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
@@ -83,6 +85,10 @@ import (
 // ExtensionConfigName is the name ClusterClasses use for the extension's
 // handlers (<handler>.capo-sharednet).
 const ExtensionConfigName = "capo-sharednet"
+
+// DeletionExtensionConfigName registers BeforeClusterDelete; the extension
+// keeps its namespaceSelector to the namespaces with attachments.
+const DeletionExtensionConfigName = "capo-sharednet-deletion"
 
 // ControlPlaneBoot is how long the control-plane stand-in takes to report a
 // new cluster's control plane up once its infrastructure is provisioned: a
@@ -128,8 +134,11 @@ type Plane struct {
 	WorkloadClient client.Client
 	// WorkloadPort is the workload API server's port on 127.0.0.1.
 	WorkloadPort int
-	// ExtensionURL is where CAPI calls the extension.
+	// ExtensionURL is where CAPI calls the extension's topology hooks.
 	ExtensionURL string
+	// DeletionHookURL is where CAPI calls BeforeClusterDelete (its own
+	// server and ExtensionConfig, DeletionExtensionConfigName).
+	DeletionHookURL string
 	// ExtensionMetricsURL is the extension's /metrics (plain HTTP on
 	// 127.0.0.1: --insecure-diagnostics).
 	ExtensionMetricsURL string
@@ -151,6 +160,8 @@ type State struct {
 	WorkloadKubeconfig string `json:"workloadKubeconfig"`
 	WorkloadPort       int    `json:"workloadPort"`
 	ExtensionURL       string `json:"extensionURL"`
+	// DeletionHookURL is where CAPI calls BeforeClusterDelete.
+	DeletionHookURL string `json:"deletionHookURL,omitempty"`
 	// ExtensionMetricsURL is the extension's /metrics (plain HTTP).
 	ExtensionMetricsURL string         `json:"extensionMetricsURL,omitempty"`
 	Logs                string         `json:"logs"`
@@ -364,10 +375,15 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		return nil, err
 	}
 	p.ExtensionMetricsURL = "http://" + addr(diagnostics) + "/metrics"
+	deletionHook, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p.DeletionHookURL = "https://" + addr(deletionHook)
 	extArgs := []string{
 		"--kubeconfig=" + p.Kubeconfig, "--leader-elect=false",
 		"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(ours.serving.LocalServingPort),
-		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir,
+		"--webhook-cert-dir=" + ours.serving.LocalServingCertDir, "--deletion-hook-port=" + strconv.Itoa(deletionHook),
 		"--diagnostics-address=" + addr(diagnostics), "--insecure-diagnostics=true", "--health-addr=" + addr(health),
 		"--credentials-namespace=" + install.Namespace, "--sharednetwork-resync=" + opts.Resync.String(),
 		// The webhook configurations carry the plane's tag (extensionManifests).
@@ -394,7 +410,8 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		}
 	}
 
-	step("registering the extension (ExtensionConfig %s -> %s) and its admission policy", ExtensionConfigName, p.ExtensionURL)
+	step("registering the extension (ExtensionConfigs %s -> %s, %s -> %s) and its admission policy",
+		ExtensionConfigName, p.ExtensionURL, DeletionExtensionConfigName, p.DeletionHookURL)
 	if err := p.registerExtension(ctx, ours.serving.LocalServingCAData); err != nil {
 		return nil, err
 	}
@@ -482,32 +499,91 @@ func (p *Plane) extensionManifests() (*extension, error) {
 }
 
 // registerExtension creates config/default/extensionconfig.yaml's
-// ExtensionConfig pointed at the extension's URL (there is no Service on this
-// machine) and waits until CAPI has discovered its handlers.
+// ExtensionConfigs pointed at the extension's URLs (there is no Service on
+// this machine), the deletion one with its shipped namespaceSelector (the
+// extension narrows it), and waits until CAPI has discovered their handlers.
 func (p *Plane) registerExtension(ctx context.Context, caBundle []byte) error {
-	raw, err := os.ReadFile(filepath.Join(p.opts.Root, "config", "default", "extensionconfig.yaml"))
+	f, err := os.Open(filepath.Join(p.opts.Root, "config", "default", "extensionconfig.yaml"))
 	if err != nil {
 		return err
 	}
-	ec := &runtimev1.ExtensionConfig{}
-	if err := yaml.Unmarshal(raw, ec); err != nil {
-		return fmt.Errorf("config/default/extensionconfig.yaml: %w", err)
-	}
-	ec.Annotations = nil // the CA comes from caBundle, not from cert-manager
-	ec.Spec.ClientConfig = runtimev1.ClientConfig{URL: p.ExtensionURL, CABundle: caBundle}
-	if err := p.Client.Create(ctx, ec); err != nil {
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := p.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
-			return false, err
+	defer f.Close()
+	urls := map[string]string{ExtensionConfigName: p.ExtensionURL, DeletionExtensionConfigName: p.DeletionHookURL}
+	decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		ec := &runtimev1.ExtensionConfig{}
+		if err := decoder.Decode(ec); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return fmt.Errorf("config/default/extensionconfig.yaml: %w", err)
 		}
-		return len(ec.Status.Handlers) > 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("CAPI did not discover the extension's handlers (conditions %+v): %w", ec.Status.Conditions, err)
+		url, ok := urls[ec.Name]
+		if !ok {
+			return fmt.Errorf("config/default/extensionconfig.yaml: ExtensionConfig %q is not one the plane knows (%s, %s)", ec.Name, ExtensionConfigName, DeletionExtensionConfigName)
+		}
+		delete(urls, ec.Name)
+		ec.Annotations = nil // the CA comes from caBundle, not from cert-manager
+		ec.Spec.ClientConfig = runtimev1.ClientConfig{URL: url, CABundle: caBundle}
+		if err := p.Client.Create(ctx, ec); err != nil {
+			return err
+		}
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := p.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+				return false, err
+			}
+			return len(ec.Status.Handlers) > 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CAPI did not discover the handlers of ExtensionConfig %s (conditions %+v): %w", ec.Name, ec.Status.Conditions, err)
+		}
+	}
+	if len(urls) > 0 {
+		return fmt.Errorf("config/default/extensionconfig.yaml lacks ExtensionConfigs %v", slices.Sorted(maps.Keys(urls)))
 	}
 	return nil
+}
+
+// extension is the extension's process.
+func (p *Plane) extension() (*process, error) {
+	for _, m := range p.managers {
+		if m.name == "capo-sharednet" {
+			return m, nil
+		}
+	}
+	return nil, errors.New("the extension does not run in this process's plane (plane.Connect)")
+}
+
+// StopExtension ends the extension's process, both servers with it: an
+// outage as CAPI and the API server see it.
+func (p *Plane) StopExtension() error {
+	m, err := p.extension()
+	if err != nil {
+		return err
+	}
+	return m.stop()
+}
+
+// KillExtension kills the extension with SIGKILL: no deferred call, no
+// graceful shutdown, as in a node failure or an OOM kill.
+func (p *Plane) KillExtension() error {
+	m, err := p.extension()
+	if err != nil {
+		return err
+	}
+	return m.kill()
+}
+
+// StartExtension starts the extension again with the same flags and waits
+// until it serves (readyz).
+func (p *Plane) StartExtension(ctx context.Context) error {
+	m, err := p.extension()
+	if err != nil {
+		return err
+	}
+	if err := m.start(); err != nil {
+		return err
+	}
+	return m.waitReady(ctx, 2*time.Minute)
 }
 
 // controllerManager is kube-controller-manager against one of the plane's
@@ -562,7 +638,7 @@ func (p *Plane) startStandIns(ctx context.Context, ccmBinary string) error {
 func (p *Plane) writeState() error {
 	s := State{
 		Kubeconfig: p.Kubeconfig, WorkloadKubeconfig: p.WorkloadKubeconfig, WorkloadPort: p.WorkloadPort,
-		ExtensionURL: p.ExtensionURL, ExtensionMetricsURL: p.ExtensionMetricsURL, Logs: p.Logs(), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
+		ExtensionURL: p.ExtensionURL, DeletionHookURL: p.DeletionHookURL, ExtensionMetricsURL: p.ExtensionMetricsURL, Logs: p.Logs(), PIDs: map[string]int{"plane": os.Getpid()}, Started: time.Now(),
 	}
 	for _, m := range p.managers {
 		s.PIDs[m.name] = m.pid()
@@ -612,7 +688,7 @@ func (p *Plane) Stop() error {
 // plane.json): clients and the helpers of this package, no Stop.
 func Connect(root string, s State) (*Plane, error) {
 	p := &Plane{opts: Options{Root: root}, Scheme: providers.NewScheme(), Kubeconfig: s.Kubeconfig, WorkloadKubeconfig: s.WorkloadKubeconfig,
-		WorkloadPort: s.WorkloadPort, ExtensionURL: s.ExtensionURL, ExtensionMetricsURL: s.ExtensionMetricsURL, Dir: filepath.Dir(s.Logs)}
+		WorkloadPort: s.WorkloadPort, ExtensionURL: s.ExtensionURL, DeletionHookURL: s.DeletionHookURL, ExtensionMetricsURL: s.ExtensionMetricsURL, Dir: filepath.Dir(s.Logs)}
 	var err error
 	if p.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {
 		return nil, err

@@ -119,6 +119,25 @@ func (p *process) stop() error {
 	return fmt.Errorf("%s did not stop within 15s and was killed", p.name)
 }
 
+// kill ends the process group with SIGKILL at once and waits for it.
+func (p *process) kill() error {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s had already exited (%v)", p.name, p.exitErr)
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(15 * time.Second):
+		return fmt.Errorf("%s did not exit within 15s of SIGKILL", p.name)
+	}
+}
+
 func (p *process) pid() int {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return 0
