@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -80,22 +81,34 @@ type NamespaceScope struct {
 	DeletionExtensionConfig string
 }
 
-// rescope is how often the selectors are checked when nothing changed (an
-// upgrade that reapplied the shipped selectors is put right).
+// rescope is how often the selectors are checked when nothing else asked.
 const rescope = 5 * time.Minute
 
 // SetupWithManager registers the controller: a Cluster created, deleted or
-// whose spec changed, and an attachment created or deleted, check the scope.
+// whose spec changed, an attachment created or deleted, and a change to
+// either configuration check the scope. The last puts right at once an
+// upgrade that reapplied the shipped selectors (the running leader sees it
+// before the new version starts), so the window in which an attached
+// cluster could be deleted without the hook is a moment, not minutes.
 func (r *NamespaceScope) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: r.CredentialWebhookConfiguration}}}
 	})
 	createdOrDeleted := predicate.Funcs{UpdateFunc: func(ctrlevent.UpdateEvent) bool { return false }}
+	named := func(name string) predicate.Predicate {
+		return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == name })
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		WithOptions(options).
 		Named("namespacescope").
 		Watches(&clusterv1.Cluster{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, one, builder.WithPredicates(createdOrDeleted)).
+		// Metadata only: a change of spec moves the generation, and the
+		// selectors are read uncached.
+		Watches(&runtimev1.ExtensionConfig{}, one, builder.OnlyMetadata,
+			builder.WithPredicates(named(r.DeletionExtensionConfig), predicate.GenerationChangedPredicate{})).
+		Watches(&admissionregistrationv1.ValidatingWebhookConfiguration{}, one, builder.OnlyMetadata,
+			builder.WithPredicates(named(r.CredentialWebhookConfiguration), predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
@@ -105,11 +118,8 @@ func (r *NamespaceScope) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	// The deletion hook first: it guards what cannot be undone.
-	if err := r.scopeDeletionHook(ctx, attached); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.scopeCredentialWebhook(ctx, using); err != nil {
+	// Each on its own: one configuration missing leaves the other scoped.
+	if err := errors.Join(r.scopeDeletionHook(ctx, attached), r.scopeCredentialWebhook(ctx, using)); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: rescope}, nil

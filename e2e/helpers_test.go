@@ -293,6 +293,8 @@ func newPlainCluster(ctx SpecContext, prefix string) client.ObjectKey {
 		variables.SetOverride(cluster, md.Name, nil)
 		md.Replicas = ptr.To[int32](0)
 	}
+	// It runs next to the story's cluster, whose Services its CCM would serve too.
+	cluster.Labels[plane.NoCloudControllerManagerLabel] = ""
 	Expect(pl.Apply(ctx, secret, cluster)).To(Succeed())
 	DeferCleanup(deleteClusterIfPresent, key, NodeTimeout(10*time.Minute))
 	return key

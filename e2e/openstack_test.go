@@ -31,6 +31,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
+
+	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 )
 
 // shares are the RBAC policies sharing a network with the cluster's project,
@@ -114,11 +116,12 @@ func lbsOnSubnet(ctx context.Context, subnetID string) []string {
 // servers, Neutron ports, networks and security groups named after it (CAPO
 // names them <cluster>-..., k8s-clusterapi-cluster-<ns>-<cluster>,
 // k8s-cluster-<ns>-<cluster>-secgroup-...), and Octavia load balancers named
-// after it.
+// after it (its CCM's kube_service_<ns>.<cluster>_...).
 func leftovers(ctx context.Context, namespace, cluster string) []string {
 	resource := namespace + "-" + cluster
 	ours := func(name string) bool {
-		return strings.HasPrefix(name, cluster+"-") || strings.Contains(name, resource) || strings.Contains(name, "_"+cluster+"_")
+		return strings.HasPrefix(name, cluster+"-") || strings.Contains(name, resource) || strings.Contains(name, "_"+cluster+"_") ||
+			strings.Contains(name, "_"+ccm.ClusterName(namespace, cluster)+"_")
 	}
 	var out []string
 	spages, err := servers.List(clusterProject.Compute, servers.ListOpts{}).AllPages(ctx)

@@ -505,17 +505,33 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		_, err = pl.OfferNetwork(ctx, snName+"-2", second, clouds, nil)
 		Expect(err).NotTo(HaveOccurred())
 
-		done := tl.step("attach md-b to a second network (1 node replaced)")
+		done := tl.step("attach md-b to a second network, the extension killed (SIGKILL) mid-rollout and started again (1 node replaced, once)")
+		beforeB, err := pl.Machines(ctx, ns, name, mdB)
+		Expect(err).NotTo(HaveOccurred())
+		mark := book.mark()
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
 			variables.SetOverride(c, mdB, plane.SharedNetworkValue(snName+"-2", ""))
 		})).To(Succeed())
-		Eventually(func(g Gomega) {
+		phase := func(g Gomega) sharednetv1.AttachmentPhase {
 			a, err := pl.Attachment(ctx, ns, name, mdB)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(a).NotTo(BeNil())
-			g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), a.Status.Message)
-		}, 4*time.Minute, time.Second).Should(Succeed())
-		Expect(shares(ctx, second.NetworkID)).To(HaveLen(1))
+			return a.Status.Phase
+		}
+		Eventually(phase, 4*time.Minute, 200*time.Millisecond).Should(Equal(sharednetv1.PhaseRollingOut), "shared, nudged, rolling out")
+		Expect(pl.KillExtension()).To(Succeed())
+		Expect(pl.StartExtension(ctx)).To(Succeed())
+		Eventually(phase, 4*time.Minute, time.Second).Should(Equal(sharednetv1.PhaseAttached))
+		Expect(shares(ctx, second.NetworkID)).To(HaveLen(1), "one share, not a second one after the restart")
+		book.settle()
+		Consistently(func(g Gomega) {
+			ch := book.since(mark)
+			g.Expect(ch.Deleted).To(Equal(map[string][]string{mdB: machineNames(beforeB)}), "md-b's node replaced once, nothing else")
+			g.Expect(ch.Created).To(HaveKey(mdB))
+			g.Expect(ch.Created).To(HaveLen(1))
+			g.Expect(ch.Created[mdB]).To(HaveLen(len(beforeB)))
+		}, 15*time.Second, time.Second).Should(Succeed())
+		Expect(clusterPortsOn(ctx, second.NetworkID)).To(HaveLen(len(beforeB)), "one port on the shared network per node, no orphan")
 		done()
 
 		gatewayService := client.ObjectKey{Namespace: "default", Name: "gateway"}
@@ -569,6 +585,15 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		done = tl.step("extension back: the cluster is deleted (BeforeClusterDelete removes the LB; CAPO the servers, ports, network)")
 		Expect(pl.StartExtension(ctx)).To(Succeed())
 		down = false
+		By("the extension killed (SIGKILL) while BeforeClusterDelete waits for the load balancer it deletes, and started again")
+		Eventually(func(g Gomega) string {
+			g.Expect(pl.Client.Get(ctx, key, c)).To(Succeed())
+			cond := conditions.Get(c, clusterv1.ClusterTopologyReconciledCondition)
+			g.Expect(cond).NotTo(BeNil())
+			return cond.Message
+		}, 5*time.Minute, 200*time.Millisecond).Should(ContainSubstring("deleting load balancers on shared subnets"))
+		Expect(pl.KillExtension()).To(Succeed())
+		Expect(pl.StartExtension(ctx)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(pl.Client.Get(ctx, key, &clusterv1.Cluster{}))
 		}, 6*time.Minute, time.Second).Should(BeTrue(), "the cluster is deleted")

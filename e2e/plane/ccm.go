@@ -77,6 +77,11 @@ func ensureCCM(root, binDir string, progress func(string, ...any)) (string, erro
 	return out, nil
 }
 
+// NoCloudControllerManagerLabel on a Cluster keeps the plane from running a
+// cloud controller manager for it: with one workload API server for all
+// clusters, its CCM would make load balancers for another cluster's Services.
+const NoCloudControllerManagerLabel = "e2e.sharednet.capo.io/no-cloud-controller-manager"
+
 // cloudControllerManagers runs the real OpenStack cloud controller manager of
 // each Cluster as a process of the plane, against the workload API server.
 //
@@ -91,7 +96,8 @@ func ensureCCM(root, binDir string, progress func(string, ...any)) (string, erro
 //
 // Every cluster of the plane shares one workload API server, so each CCM
 // sees every cluster's Nodes and Services: tests keep the Services of one
-// cluster at a time (docs/e2e.md).
+// cluster at a time (docs/e2e.md), or label a cluster that must not serve
+// them NoCloudControllerManagerLabel.
 type cloudControllerManagers struct {
 	mgmt     client.Client
 	root     string
@@ -148,7 +154,7 @@ func (r *cloudControllerManagers) sync(ctx context.Context) error {
 // wanted: a CCM runs from the cluster's first kubeconfig until its control
 // plane is deleted.
 func (r *cloudControllerManagers) wanted(ctx context.Context, c *clusterv1.Cluster) (bool, error) {
-	if !c.Spec.ControlPlaneRef.IsDefined() {
+	if _, ok := c.Labels[NoCloudControllerManagerLabel]; ok || !c.Spec.ControlPlaneRef.IsDefined() {
 		return false, nil
 	}
 	cp := &controlplanev1.KubeadmControlPlane{} // the plane's control plane (a stand-in)

@@ -41,10 +41,10 @@ package manager
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
 // The credential webhook is scoped to the namespaces whose clusters use a
 // shared network (controllers.NamespaceScope).
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;patch
 // So is the ExtensionConfig of BeforeClusterDelete: an outage holds the
 // deletion of attached clusters only.
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;patch
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;list;watch;patch
 // The diagnostics endpoint authenticates and authorizes its callers
 // (controller-runtime's filters, CAPI's util/flags).
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
