@@ -49,6 +49,11 @@ demo-down: ## Tear down everything `make demo` started.
 e2e: ## Run only the local e2e suite (e2e/: the whole story on the local plane); `make test` runs it too.
 	./hack/test.sh ./e2e/ -v -ginkgo.v
 
+.PHONY: test-reliability
+test-reliability: ## Outages and crashes on real parts (docs/reliability.md): the selector test, then the story's e2e specs (extension stopped, killed with SIGKILL mid-attach, mid-detach, mid-BeforeClusterDelete); about 20 minutes cold, 12 with the plane built; `make test` runs them too.
+	./hack/test.sh ./test/leader/ -run TestAReappliedShippedSelectorIsPutRightAtOnce -v
+	./hack/test.sh ./e2e/ -v -ginkgo.v -ginkgo.label-filter=reliability
+
 .PHONY: run
 run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(CERT_DIR)).
 	go run . --webhook-cert-dir=$(or $(CERT_DIR),/tmp/k8s-webhook-server/serving-certs) --diagnostics-address=127.0.0.1:8443 --health-addr=127.0.0.1:9440

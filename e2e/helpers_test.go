@@ -321,3 +321,11 @@ func deletionHookNamespaces(ctx context.Context, g Gomega) []string {
 	}
 	return out
 }
+
+// attachmentPhase is the phase of a nodegroup's attachment, which must exist.
+func attachmentPhase(ctx context.Context, g Gomega, cluster client.ObjectKey, topology string) sharednetv1.AttachmentPhase {
+	a, err := pl.Attachment(ctx, cluster.Namespace, cluster.Name, topology)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a).NotTo(BeNil(), "the attachment of %s", topology)
+	return a.Status.Phase
+}

@@ -50,7 +50,7 @@ import (
 // a nodegroup, see bad requests refused, see a load balancer block the
 // detach, then detach, and delete a cluster that still has a load balancer on a
 // shared subnet.
-var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), func() {
+var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "reliability"), func() {
 	const (
 		mdA = "md-a" // 2 nodes: attached, detached
 		mdB = "md-b" // 1 node: untouched, then attached before the cluster is deleted
@@ -455,7 +455,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1))
 	}, SpecTimeout(4*time.Minute))
 
-	It("after the load balancer is deleted, detach replaces md-a's machines exactly once more, their ports go, the share is deleted and the VM project can delete its network", func(ctx SpecContext) {
+	It("after the load balancer is deleted, detach replaces md-a's machines exactly once more, also with the extension killed mid-detach, their ports go, the share is deleted and the VM project can delete its network", func(ctx SpecContext) {
 		done := tl.step("delete the Service (the CCM deletes its LB), detach md-a (2 nodes replaced), unshare, VM project deletes its network")
 		defer done()
 		By("the owner deletes the Service: the cloud controller manager deletes its load balancer")
@@ -467,6 +467,11 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Eventually(func() error {
 			return pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })
 		}, time.Minute, 2*time.Second).Should(Succeed(), "accepted once the load balancer is gone")
+		By("the extension killed (SIGKILL) while md-a detaches, and started again")
+		Eventually(func(g Gomega) sharednetv1.AttachmentPhase { return attachmentPhase(ctx, g, key, mdA) }, 2*time.Minute, 200*time.Millisecond).
+			Should(Equal(sharednetv1.PhaseDetaching))
+		Expect(pl.KillExtension()).To(Succeed())
+		Expect(pl.StartExtension(ctx)).To(Succeed())
 
 		var now []plane.Machine
 		Eventually(func(g Gomega) {
@@ -512,12 +517,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local"), fun
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
 			variables.SetOverride(c, mdB, plane.SharedNetworkValue(snName+"-2", ""))
 		})).To(Succeed())
-		phase := func(g Gomega) sharednetv1.AttachmentPhase {
-			a, err := pl.Attachment(ctx, ns, name, mdB)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).NotTo(BeNil())
-			return a.Status.Phase
-		}
+		phase := func(g Gomega) sharednetv1.AttachmentPhase { return attachmentPhase(ctx, g, key, mdB) }
 		Eventually(phase, 4*time.Minute, 200*time.Millisecond).Should(Equal(sharednetv1.PhaseRollingOut), "shared, nudged, rolling out")
 		Expect(pl.KillExtension()).To(Succeed())
 		Expect(pl.StartExtension(ctx)).To(Succeed())
