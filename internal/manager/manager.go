@@ -22,6 +22,7 @@ limitations under the License.
 package manager
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -192,27 +193,16 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
 		return nil, err
 	}
-	srv, err := server.New(server.Options{
-		Catalog: catalog,
-		Host:    opts.WebhookHost,
-		Port:    opts.WebhookPort,
-		CertDir: opts.WebhookCertDir,
-		TLSOpts: opts.TLSOpts,
-	})
+	// Two servers, one certificate: the topology hooks with the admission
+	// webhooks, and BeforeClusterDelete behind an ExtensionConfig of its own.
+	newServer := func(port int) (*server.Server, error) {
+		return server.New(server.Options{Catalog: catalog, Host: opts.WebhookHost, Port: port, CertDir: opts.WebhookCertDir, TLSOpts: opts.TLSOpts})
+	}
+	srv, err := newServer(opts.WebhookPort)
 	if err != nil {
 		return nil, fmt.Errorf("creating the runtime extension server: %w", err)
 	}
-	deletionPort := opts.DeletionHookPort
-	if deletionPort == 0 {
-		deletionPort = DefaultDeletionHookPort
-	}
-	deletion, err := server.New(server.Options{
-		Catalog: catalog,
-		Host:    opts.WebhookHost,
-		Port:    deletionPort,
-		CertDir: opts.WebhookCertDir,
-		TLSOpts: opts.TLSOpts,
-	})
+	deletion, err := newServer(cmp.Or(opts.DeletionHookPort, DefaultDeletionHookPort))
 	if err != nil {
 		return nil, fmt.Errorf("creating the deletion hook's server: %w", err)
 	}
@@ -366,8 +356,8 @@ func (m *Manager) SetupAttachmentController() error {
 // webhook and the deletion hook to the namespaces that use a shared network.
 func (m *Manager) SetupNamespaceScope() error {
 	r := &controllers.NamespaceScope{Client: m.GetClient(), APIReader: m.GetAPIReader(),
-		CredentialWebhookConfiguration: orDefault(m.opts.CredentialWebhookConfiguration, DefaultCredentialWebhookConfiguration),
-		DeletionExtensionConfig:        orDefault(m.opts.DeletionExtensionConfig, DefaultDeletionExtensionConfig)}
+		CredentialWebhookConfiguration: cmp.Or(m.opts.CredentialWebhookConfiguration, DefaultCredentialWebhookConfiguration),
+		DeletionExtensionConfig:        cmp.Or(m.opts.DeletionExtensionConfig, DefaultDeletionExtensionConfig)}
 	if err := r.SetupWithManager(m, m.opts.controllerOptions(1)); err != nil {
 		return fmt.Errorf("setting up the namespace scope of the credential webhook and the deletion hook: %w", err)
 	}
@@ -409,11 +399,4 @@ func resyncOrDefault(resync time.Duration) time.Duration {
 		return resync
 	}
 	return controllers.DefaultResync
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
