@@ -102,7 +102,14 @@ func (s scrape) since(before scrape, name string) []string {
 const (
 	openStackRequests = "capo_sharednet_openstack_requests_total"
 	reconciles        = "controller_runtime_reconcile_total"
+	activeWorkers     = "controller_runtime_active_workers"
 )
+
+// busy says whether a controller has a reconcile in flight: its OpenStack
+// requests may already count while its reconcile does not yet.
+func (s scrape) busy(controller string) bool {
+	return s.sum(activeWorkers, `controller="`+controller+`"`) > 0
+}
 
 // reconcilesOf counts a controller's reconciles.
 func (s scrape) reconcilesOf(controller string) float64 {
