@@ -258,16 +258,16 @@ func (p *Proxy) handler(s *service) http.Handler {
 				return
 			}
 		}
-		resp, body, err := p.forward(s, r)
+		resp, err := p.forward(s, r)
 		if err != nil {
 			e.Fault += fmt.Sprintf(" (service: %v)", err)
 			p.record(e)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		e.Status = resp.StatusCode
+		e.Status = resp.status
 		// A rule with Then acts on a success only: the service acted.
-		if ru != nil && ru.Then != nil && resp.StatusCode < 300 && p.take(ru) {
+		if ru != nil && ru.Then != nil && resp.status < 300 && p.take(ru) {
 			fault = ru.Fault
 			e.Fault = fault.String()
 			ru.Then(e)
@@ -277,13 +277,13 @@ func (p *Proxy) handler(s *service) http.Handler {
 			reset(w)
 			return
 		}
-		for k, v := range resp.Header {
+		for k, v := range resp.header {
 			if k != "Content-Length" {
 				w.Header()[k] = v
 			}
 		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
+		w.WriteHeader(resp.status)
+		_, _ = w.Write(resp.body)
 	})
 }
 
@@ -298,30 +298,37 @@ func (p *Proxy) take(ru *rule) bool {
 	return true
 }
 
+// answer is a service's answer, read whole.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
 // forward asks the service and reads its whole answer; Keystone's answers
 // have the upstreams' URLs in them (catalog, version links) replaced by the
 // proxy's.
-func (p *Proxy) forward(s *service, r *http.Request) (*http.Response, []byte, error) {
+func (p *Proxy) forward(s *service, r *http.Request) (answer, error) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.URL.Scheme, out.URL.Host, out.Host = s.upstream.Scheme, s.upstream.Host, s.upstream.Host
 	out.Header.Del("Accept-Encoding")
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
-		return nil, nil, err
+		return answer{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, err
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	if a.body, err = io.ReadAll(resp.Body); err != nil {
+		return answer{}, err
 	}
 	if s.kind == "identity" {
-		body = []byte(p.rewriter().Replace(string(body)))
-		if loc := resp.Header.Get("Location"); loc != "" {
-			resp.Header.Set("Location", p.rewriter().Replace(loc))
+		a.body = []byte(p.rewriter().Replace(string(a.body)))
+		if loc := a.header.Get("Location"); loc != "" {
+			a.header.Set("Location", p.rewriter().Replace(loc))
 		}
 	}
-	return resp, body, nil
+	return a, nil
 }
 
 // reset closes the client's connection with an RST, no answer.
@@ -335,4 +342,3 @@ func reset(w http.ResponseWriter) {
 	}
 	_ = conn.Close()
 }
-

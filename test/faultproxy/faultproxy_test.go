@@ -136,7 +136,9 @@ func TestAStallEndsWhenTheClientGivesUp(t *testing.T) {
 	p, _, acted := upstreams(t)
 	p.Inject(Rule{Service: "network", Fault: Stall, Stall: time.Hour})
 	client := &http.Client{Timeout: 200 * time.Millisecond}
-	if _, err := client.Get(p.URL("network") + "/v2.0/networks"); err == nil {
+	resp, err := client.Get(p.URL("network") + "/v2.0/networks")
+	if err == nil {
+		_ = resp.Body.Close()
 		t.Fatal("want the client's timeout")
 	}
 	deadline := time.Now().Add(5 * time.Second)
