@@ -27,8 +27,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -279,12 +281,64 @@ var _ = Describe("A failing cloud flips no decision, and a crash between two ste
 		expectSharedPorts(ctx, append(nowA, nowB...), vmNet)
 		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(HaveLen(2), "one port per node, no orphan")
 		initialA, initialB = nowA, nowB
+
+		By("each attachment's Ready summarizes its conditions and `kubectl get` shows it; /metrics has the shared subnet's free addresses as Neutron counts them")
+		rows := attachmentColumns(ctx, ns)
+		for _, md := range []string{mdA, mdB} {
+			a, err := pl.Attachment(ctx, ns, name, md)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(meta.IsStatusConditionTrue(a.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue(), "%s's Ready", md)
+			Expect(rows).To(HaveKeyWithValue(a.Name, And(HaveKeyWithValue("Ready", "True"), HaveKeyWithValue("Phase", "Attached"),
+				HaveKeyWithValue("Nodegroup", md), HaveKeyWithValue("Cluster", name), HaveKeyWithValue("Subnet", vmNet.SubnetID),
+				HaveKeyWithValue("Attached", "1"), HaveKeyWithValue("Desired", "1"))))
+		}
+		Eventually(func(g Gomega) {
+			metrics, err := scrapeExtension(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			free := metrics.sum("capo_sharednet_subnet_free_addresses", `sharednetwork="`+snName+`"`, `subnet="`+vmNet.SubnetID+`"`)
+			g.Expect(free).To(Equal(neutronFree(ctx, g, vmNet)), "capo_sharednet_subnet_free_addresses is Neutron's total_ips - used_ips")
+		}, time.Minute, time.Second).Should(Succeed())
 	}, SpecTimeout(10*time.Minute))
 
-	It("detach md-a while Neutron stalls the extension for 30 s and Octavia answers 503: md-a replaced once, its port gone, the share kept for md-b (same project), nothing unshared", func(ctx SpecContext) {
-		done := tl.step("faults: detach md-a while Neutron stalls 30 s (1 node replaced; the share stays for md-b)")
+	It("the namespace's grant revoked (reported, md-b's growth refused, nothing rolled or shared), then detach md-a while Neutron stalls the extension for 30 s and Octavia answers 503: md-a replaced once, its port gone, the share kept for md-b (same project), nothing unshared", func(ctx SpecContext) {
+		done := tl.step("faults: grant revoked; detach md-a while Neutron stalls 30 s (1 node replaced; the share stays for md-b)")
 		defer done()
+		By("the administrator revokes the namespace's grant: reported, growth refused, nothing rolled, no new share")
+		grant := func(ctx context.Context, value string) {
+			GinkgoHelper()
+			n := &corev1.Namespace{}
+			Expect(pl.Client.Get(ctx, client.ObjectKey{Name: ns}, n)).To(Succeed())
+			p := client.MergeFrom(n.DeepCopy())
+			n.Labels[plane.GrantLabel] = value
+			Expect(pl.Client.Patch(ctx, n, p)).To(Succeed())
+		}
 		mark := book.mark()
+		grant(ctx, "false")
+		Eventually(func(g Gomega) {
+			for _, md := range []string{mdA, mdB} {
+				a, err := pl.Attachment(ctx, ns, name, md)
+				g.Expect(err).NotTo(HaveOccurred())
+				c := meta.FindStatusCondition(a.Status.Conditions, sharednetv1.GrantedCondition)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(sharednetv1.ReasonGrantRevoked), "%s's Granted: %s", md, c.Message)
+				g.Expect(a.Status.Phase).To(Equal(sharednetv1.PhaseAttached), "reported, not rolled")
+			}
+		}, 2*time.Minute, time.Second).Should(Succeed())
+		err := pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
+			for i := range c.Spec.Topology.Workers.MachineDeployments {
+				if c.Spec.Topology.Workers.MachineDeployments[i].Name == mdB {
+					c.Spec.Topology.Workers.MachineDeployments[i].Replicas = ptr.To[int32](2)
+				}
+			}
+		})
+		Expect(err).To(HaveOccurred(), "md-b may not grow on a network its namespace is no longer granted")
+		Expect(err.Error()).To(And(ContainSubstring(`"md-b"`), ContainSubstring("granted")))
+		tl.notef("grant revoked, md-b grown: %v", err)
+		Expect(book.since(mark)).To(Equal(changes{Created: map[string][]string{}, Deleted: map[string][]string{}}), "no machine created or deleted")
+		Expect(shares(ctx, vmNet.NetworkID)).To(HaveLen(1))
+		DeferCleanup(func(ctx SpecContext) { grant(ctx, "true") }) // the deletion below runs granted, as usual
+
+		By("the detach is still possible")
 		Expect(pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) { variables.SetOverride(c, mdA, nil) })).To(Succeed())
 		stall := proxy.Inject(faultproxy.Rule{Service: "network", Agent: extensionAgent, Fault: faultproxy.Stall, Stall: 30 * time.Second})
 		octavia := proxy.Inject(faultproxy.Rule{Service: "load-balancer", Agent: extensionAgent, Fault: faultproxy.Unavailable})
@@ -315,6 +369,7 @@ var _ = Describe("A failing cloud flips no decision, and a crash between two ste
 		Expect(acted("network", http.MethodDelete, rbac)).To(BeZero(), "nothing unshared")
 		Expect(clusterPortsOn(ctx, vmNet.NetworkID)).To(HaveLen(1), "md-b's port only")
 		Expect(attachmentPhase(ctx, Default, key, mdB)).To(Equal(sharednetv1.PhaseAttached))
+		Expect(acted("network", http.MethodPost, rbac)).To(Equal(1), "no new share while the grant was revoked")
 	}, SpecTimeout(8*time.Minute))
 
 	It("deleting the cluster with two load balancers on the shared subnet while Octavia answers 503, the extension killed right after Octavia accepted the first deletion and again right after Neutron deleted the share, before the attachment is released: each load balancer and the share deleted once, nothing left", func(ctx SpecContext) {

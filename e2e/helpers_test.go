@@ -18,8 +18,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,6 +33,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -328,4 +332,36 @@ func attachmentPhase(ctx context.Context, g Gomega, cluster client.ObjectKey, to
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a).NotTo(BeNil(), "the attachment of %s", topology)
 	return a.Status.Phase
+}
+
+// attachmentColumns is `kubectl get sharednetworkattachments -n ns`: the
+// API server's Table of the CRD's printer columns, by attachment name, each
+// row by column name.
+func attachmentColumns(ctx context.Context, ns string) map[string]map[string]string {
+	GinkgoHelper()
+	hc, err := rest.HTTPClientFor(pl.Config)
+	Expect(err).NotTo(HaveOccurred())
+	u, err := url.JoinPath(pl.Config.Host, "apis", sharednetv1.GroupVersion.Group, sharednetv1.GroupVersion.Version, "namespaces", ns, "sharednetworkattachments")
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET %s", u)
+	table := &metav1.Table{}
+	Expect(json.NewDecoder(resp.Body).Decode(table)).To(Succeed())
+	out := map[string]map[string]string{}
+	for _, row := range table.Rows {
+		cells := map[string]string{}
+		for i, c := range table.ColumnDefinitions {
+			if i < len(row.Cells) {
+				cells[c.Name] = fmt.Sprint(row.Cells[i])
+			}
+		}
+		out[cells["Name"]] = cells
+	}
+	fmt.Fprintf(GinkgoWriter, "kubectl get sharednetworkattachments -n %s: %v\n", ns, out)
+	return out
 }

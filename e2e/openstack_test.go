@@ -19,12 +19,14 @@ package e2e
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/networkipavailabilities"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
@@ -32,6 +34,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	. "github.com/onsi/gomega"
 
+	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
 )
 
@@ -170,4 +173,22 @@ func leftovers(ctx context.Context, namespace, cluster string) []string {
 		}
 	}
 	return out
+}
+
+// neutronFree is the free addresses of a VM network's subnet as Neutron
+// counts them (network IP availability: total_ips - used_ips).
+func neutronFree(ctx context.Context, g Gomega, n plane.VMNetwork) float64 {
+	availability, err := networkipavailabilities.Get(ctx, admin.Network, n.NetworkID).Extract()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, s := range availability.SubnetIPAvailabilities {
+		if s.SubnetID == n.SubnetID {
+			total, err := strconv.ParseFloat(s.TotalIPs, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			used, err := strconv.ParseFloat(s.UsedIPs, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			return total - used
+		}
+	}
+	g.Expect(availability.SubnetIPAvailabilities).To(ContainElement(HaveField("SubnetID", n.SubnetID)))
+	return 0
 }
