@@ -27,7 +27,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +41,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
@@ -84,7 +87,7 @@ type SharedNetworkReconciler struct {
 func (r *SharedNetworkReconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		WithOptions(options).
-		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}),
+		For(&sharednetv1.SharedNetwork{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sharedNetworksOfSecret)).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -125,8 +128,9 @@ func (r *SharedNetworkReconciler) resync() time.Duration {
 	return DefaultResync
 }
 
-// Reconcile implements reconcile.Reconciler.
-func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile implements reconcile.Reconciler. CAPI's patch helper writes what
+// it found (finalizer, status) once, at the end, and only what changed.
+func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, reterr error) {
 	sn := &sharednetv1.SharedNetwork{}
 	if err := r.Client.Get(ctx, req.NamespacedName, sn); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -138,7 +142,21 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 		forgetSubnetMetrics(sn.Name) // another instance's (--watch-filter) now: it reports them
 		return reconcile.Result{}, nil
 	}
-	before := sn.Status.DeepCopy()
+	helper, err := patch.NewHelper(sn, r.Client)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	// gone: the finalizer is removed, so the object goes with the patch;
+	// its status is left as read (a status patch would find nothing).
+	gone, read := false, sn.Status.DeepCopy()
+	defer func() {
+		if gone {
+			sn.Status = *read
+		} else {
+			r.publishMetrics(ctx, sn)
+		}
+		reterr = errors.Join(reterr, helper.Patch(ctx, sn))
+	}()
 
 	consumers, err := r.consumers(ctx, sn.Name)
 	if err != nil {
@@ -146,14 +164,19 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	sn.Status.Consumers = consumers
 
+	// CAPI's paused annotation (e.g. while an administrator moves or
+	// repairs the VM project): Neutron is not read and nothing is finalized.
+	conditions.Set(sn, sharedNetworkPaused(sn))
+	if annotations.HasPaused(sn) {
+		return reconcile.Result{}, nil
+	}
+
 	if !sn.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, sn, before)
+		var result reconcile.Result
+		result, gone = r.finalize(sn)
+		return result, nil
 	}
-	if controllerutil.AddFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
-		if err := r.Client.Update(ctx, sn); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
+	controllerutil.AddFinalizer(sn, sharednetv1.SharedNetworkFinalizer)
 
 	secret := &corev1.Secret{}
 	secretErr := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: sn.Spec.Identity.SecretName}, secret)
@@ -164,7 +187,7 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	// Facts are read again when the spec or the credential changed, or the
 	// resync interval passed; otherwise no OpenStack call is made.
 	if wait, fresh := r.fresh(sn, secret); fresh {
-		return reconcile.Result{RequeueAfter: wait}, r.patchStatus(ctx, sn, before)
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	var result reconcile.Result
@@ -176,28 +199,33 @@ func (r *SharedNetworkReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	sn.Status.ObservedGeneration = sn.Generation
 	sn.Status.ObservedIdentityVersion = secret.ResourceVersion
-	if err := r.patchStatus(ctx, sn, before); err != nil {
-		return reconcile.Result{}, err
-	}
 	if result.RequeueAfter == 0 {
 		result.RequeueAfter = r.resync()
 	}
 	return result, nil
 }
 
+// sharedNetworkPaused is CAPI's Paused condition for a SharedNetwork.
+func sharedNetworkPaused(sn *sharednetv1.SharedNetwork) metav1.Condition {
+	if !annotations.HasPaused(sn) {
+		return sharednetv1.NewCondition(sharednetv1.PausedCondition, metav1.ConditionFalse, sharednetv1.ReasonNotPaused, "")
+	}
+	return sharednetv1.NewCondition(sharednetv1.PausedCondition, metav1.ConditionTrue, sharednetv1.ReasonPaused,
+		"SharedNetwork has the "+clusterv1.PausedAnnotation+" annotation: its facts are not read from Neutron (attaches wait for current facts) and it is not finalized until the annotation is removed")
+}
+
 // finalize lets a SharedNetwork being deleted go once no nodegroup uses
 // it: their shares can only be released with its credential and network.
-func (r *SharedNetworkReconciler) finalize(ctx context.Context, sn *sharednetv1.SharedNetwork, before *sharednetv1.SharedNetworkStatus) (reconcile.Result, error) {
+// It says whether the SharedNetwork is let go.
+func (r *SharedNetworkReconciler) finalize(sn *sharednetv1.SharedNetwork) (reconcile.Result, bool) {
 	if n := len(sn.Status.Consumers); n > 0 {
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonInUse,
 			fmt.Sprintf("deletion waits for %d nodegroup(s) to detach (see status.consumers): remove their sharedNetwork variable first", n))
-		return reconcile.Result{RequeueAfter: r.resync()}, r.patchStatus(ctx, sn, before)
+		return reconcile.Result{RequeueAfter: r.resync()}, false
 	}
 	forgetSubnetMetrics(sn.Name)
-	if controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer) {
-		return reconcile.Result{}, r.Client.Update(ctx, sn)
-	}
-	return reconcile.Result{}, nil
+	controllerutil.RemoveFinalizer(sn, sharednetv1.SharedNetworkFinalizer)
+	return reconcile.Result{}, true
 }
 
 // fresh says whether the facts in status are still good, and for how long.
@@ -314,14 +342,4 @@ func (r *SharedNetworkReconciler) setReady(sn *sharednetv1.SharedNetwork, status
 		}
 		administratorEvent(r.Recorder, r.Namespace, sn, eventType, reason, message)
 	}
-}
-
-// patchStatus publishes the metrics of the status as reconciled and writes
-// the status when it changed.
-func (r *SharedNetworkReconciler) patchStatus(ctx context.Context, sn *sharednetv1.SharedNetwork, before *sharednetv1.SharedNetworkStatus) error {
-	r.publishMetrics(ctx, sn)
-	if equality.Semantic.DeepEqual(before, &sn.Status) {
-		return nil
-	}
-	return r.Client.Status().Update(ctx, sn)
 }

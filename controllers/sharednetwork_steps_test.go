@@ -188,6 +188,54 @@ func TestASharedNetworkInUseIsKeptUntilItsNodegroupsDetach(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("not found")), "released once no nodegroup uses it")
 }
 
+// TestAPausedSharedNetworkIsLeftAlone: CAPI's paused annotation on a
+// SharedNetwork stops its reads of Neutron and its finalization (say while
+// an administrator repairs the VM project), and says so in Paused.
+func TestAPausedSharedNetworkIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	s := newNetworkStory(t)
+	s.reconcile()
+	calls := s.cloud.Calls["Network"]
+	paused := func(status metav1.ConditionStatus) *metav1.Condition {
+		c := meta.FindStatusCondition(s.sharedNetwork().Status.Conditions, sharednetv1.PausedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(status))
+		return c
+	}
+	paused(metav1.ConditionFalse)
+
+	sn := s.sharedNetwork()
+	sn.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
+	s.now = s.now.Add(DefaultResync + time.Second)
+	g.Expect(s.reconcile().RequeueAfter).To(BeZero(), "nothing to wait for: the annotation's removal wakes it")
+	g.Expect(s.cloud.Calls["Network"]).To(Equal(calls), "paused: Neutron is not read though the facts are stale")
+	g.Expect(paused(metav1.ConditionTrue).Message).To(ContainSubstring(clusterv1.PausedAnnotation + " annotation: its facts are not read"))
+
+	g.Expect(s.client.Delete(context.Background(), s.sharedNetwork())).To(Succeed())
+	s.reconcile()
+	g.Expect(s.sharedNetwork().Finalizers).To(ContainElement(sharednetv1.SharedNetworkFinalizer), "paused: not finalized, though no nodegroup uses it")
+
+	sn = s.sharedNetwork()
+	delete(sn.Annotations, clusterv1.PausedAnnotation)
+	g.Expect(s.client.Update(context.Background(), sn)).To(Succeed())
+	s.reconcile()
+	err := s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, &sharednetv1.SharedNetwork{})
+	g.Expect(err).To(MatchError(ContainSubstring("not found")), "resumed: released, as no nodegroup uses it")
+}
+
+// TestTheStatusIsWrittenOnlyWhenItChanges: the patch helper writes nothing
+// on a reconcile that finds what the status already says.
+func TestTheStatusIsWrittenOnlyWhenItChanges(t *testing.T) {
+	g := NewWithT(t)
+	s := newNetworkStory(t)
+	s.reconcile()
+	version := s.sharedNetwork().ResourceVersion
+	s.now = s.now.Add(DefaultResync / 2)
+	s.reconcile()
+	g.Expect(s.sharedNetwork().ResourceVersion).To(Equal(version), "fresh facts, same consumers: no write")
+}
+
 // TestFreeAddressesAreExportedAndForgotten: the metric an administrator
 // alerts on has one series per subnet of the facts, and none once the
 // subnet leaves the SharedNetwork or the SharedNetwork is gone.

@@ -127,7 +127,8 @@ type VMProjectIdentity struct {
 // +kubebuilder:validation:MinProperties=1
 type SharedNetworkStatus struct {
 	// conditions represents the observations of a SharedNetwork's current state.
-	// Known condition types are Ready (whether the facts could be read from Neutron).
+	// Known condition types are Ready (whether the facts could be read from Neutron)
+	// and Paused (CAPI's paused annotation on the SharedNetwork: nothing is read or finalized).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -414,4 +415,14 @@ func (s *SharedNetworkStatus) Subnet(id string) (SubnetStatus, bool) {
 		}
 	}
 	return SubnetStatus{}, false
+}
+
+// GetConditions returns the SharedNetwork's conditions (CAPI's conditions.Getter).
+func (sn *SharedNetwork) GetConditions() []metav1.Condition {
+	return sn.Status.Conditions
+}
+
+// SetConditions sets the SharedNetwork's conditions (CAPI's conditions.Setter).
+func (sn *SharedNetwork) SetConditions(conditions []metav1.Condition) {
+	sn.Status.Conditions = conditions
 }

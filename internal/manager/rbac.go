@@ -19,9 +19,9 @@ package manager
 // What the manager reads and writes; controller-gen turns these markers into
 // config/rbac/role.yaml (docs/rbac.md says why each verb is needed).
 //
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status,verbs=update
+// +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworks/status,verbs=patch
 // The attachment controller, the guardrails and BeforeClusterDelete patch
 // their own fields and conditions (CAPI's patch helper).
 // +kubebuilder:rbac:groups=sharednet.capo.io,resources=sharednetworkattachments/status,verbs=patch

@@ -115,6 +115,9 @@ func (r repo) conditionsFromSource(consts map[string]string) ([]conditionRow, er
 						if condType == "" {
 							continue
 						}
+						if strings.HasPrefix(rel, "controllers/sharednetwork_") {
+							object = "SharedNetwork" // its controller sets no other object's conditions
+						}
 						for _, reason := range stringValues(fn, call.Args[i+1], consts) {
 							row := conditionRow{
 								object: object, condition: condType, status: strings.TrimPrefix(status, "metav1.Condition"),
