@@ -38,6 +38,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
@@ -249,7 +253,7 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 	m.HeapInuseBeforeGC = uint64(heap)
 	// The live heap: pprof's heap profile with gc=1 runs a collection first,
 	// so the figure does not depend on when the last one ran.
-	getMetrics(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", profiler))
+	get(ctx, t, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", profiler))
 	metrics := getMetrics(ctx, t, metricsURL)
 	if heap, ok = metrics.value("go_memstats_heap_inuse_bytes"); !ok {
 		t.Fatal("the manager's /metrics has no go_memstats_heap_inuse_bytes")
@@ -364,10 +368,12 @@ func procKB(t *testing.T, status []byte, name string) uint64 {
 	return 0
 }
 
-// prometheusText is the Prometheus text exposition of /metrics.
-type prometheusText []string
+// metricFamilies are the metric families of /metrics by name, as expfmt
+// parses the Prometheus text format.
+type metricFamilies map[string]*dto.MetricFamily
 
-func getMetrics(ctx context.Context, t *testing.T, url string) prometheusText {
+// get answers a GET of url with its body.
+func get(ctx context.Context, t *testing.T, url string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -384,34 +390,47 @@ func getMetrics(ctx context.Context, t *testing.T, url string) prometheusText {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: status %d, error %v", url, resp.StatusCode, err)
 	}
-	return strings.Split(string(body), "\n")
+	return body
 }
 
-// value is the sample of metric whose labels contain every one of labels.
-func (p prometheusText) value(metric string, labels ...string) (float64, bool) {
-	for _, line := range p {
-		if line == "" || line[0] == '#' {
+func getMetrics(ctx context.Context, t *testing.T, url string) metricFamilies {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(get(ctx, t, url)))
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return families
+}
+
+// value is the counter's, gauge's or untyped metric's sample whose labels
+// hold every one of labels, each `name="value"` as /metrics writes it.
+func (p metricFamilies) value(metric string, labels ...string) (float64, bool) {
+	for _, m := range p[metric].GetMetric() {
+		if !hasLabels(m, labels) {
 			continue
 		}
-		var name, series, rest string
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			end := strings.LastIndexByte(line, '}')
-			if end < i {
-				continue
-			}
-			name, series, rest = line[:i], line[i:end+1], line[end+1:]
-		} else {
-			name, rest, _ = strings.Cut(line, " ")
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Untyped != nil:
+			return m.GetUntyped().GetValue(), true
 		}
-		if name != metric || slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(series, l) }) {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		return v, err == nil
 	}
 	return 0, false
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for _, l := range labels {
+		name, quoted, _ := strings.Cut(l, "=")
+		value, err := strconv.Unquote(quoted)
+		if err != nil || !slices.ContainsFunc(m.GetLabel(), func(pair *dto.LabelPair) bool {
+			return pair.GetName() == name && pair.GetValue() == value
+		}) {
+			return false
+		}
+	}
+	return true
 }
