@@ -19,7 +19,7 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"math/big"
+	"math"
 	"net/netip"
 	"strings"
 
@@ -27,6 +27,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+	"go4.org/netipx"
 )
 
 // NetworkFacts reads what the rules need to know about a network.
@@ -222,42 +223,57 @@ func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what strin
 	return all, nil
 }
 
-// PoolSize is how many addresses the pools hold.
-func PoolSize(pools []Pool) *big.Int {
-	total := new(big.Int)
-	for _, p := range pools {
-		n := new(big.Int).Sub(new(big.Int).SetBytes(p.End.AsSlice()), new(big.Int).SetBytes(p.Start.AsSlice()))
-		if n.Sign() < 0 {
-			continue
-		}
-		total.Add(total, n.Add(n, big.NewInt(1)))
-	}
-	return total
+// PoolSize is how many addresses the pools hold, at most MaxInt64 (an IPv6
+// pool holds more). A reversed pool (end before start) holds none.
+func PoolSize(pools []Pool) int64 {
+	return size(poolSet(pools))
 }
 
 // UsedInPools counts the distinct addresses that fall inside the pools
 // (addresses outside them, such as a router's fixed gateway, take no room).
 func UsedInPools(pools []Pool, used []netip.Addr) int64 {
-	seen := map[netip.Addr]bool{}
+	in := poolSet(pools)
+	var b netipx.IPSetBuilder
 	for _, a := range used {
-		for _, p := range pools {
-			if p.Start.Compare(a) <= 0 && a.Compare(p.End) <= 0 {
-				seen[a] = true
-				break
-			}
+		if in.Contains(a) {
+			b.Add(a)
 		}
 	}
-	return int64(len(seen))
+	s, _ := b.IPSet() // only addresses inside the pools were added: no error
+	return size(s)
 }
 
 // FreeAddresses is pool addresses minus the used ones in them; Neutron's
 // network-ip-availability says the same but is admin-only by default.
 // Capped at MaxInt64 for IPv6 pools.
 func FreeAddresses(pools []Pool, used []netip.Addr) int64 {
-	free := PoolSize(pools)
-	free.Sub(free, big.NewInt(UsedInPools(pools, used)))
-	if !free.IsInt64() {
-		return 1<<63 - 1
+	total := PoolSize(pools)
+	if total == math.MaxInt64 {
+		return total
 	}
-	return free.Int64()
+	return total - UsedInPools(pools, used)
+}
+
+// poolSet is the addresses of the pools (Neutron refuses overlapping pools;
+// were they to overlap, the shared addresses would count once).
+func poolSet(pools []Pool) *netipx.IPSet {
+	var b netipx.IPSetBuilder
+	for _, p := range pools {
+		b.AddRange(netipx.IPRangeFrom(p.Start, p.End))
+	}
+	s, _ := b.IPSet() // the error names the invalid (reversed) pools, which are left out
+	return s
+}
+
+// size counts the addresses of s, at most MaxInt64.
+func size(s *netipx.IPSet) int64 {
+	var n int64
+	for _, p := range s.Prefixes() {
+		hostBits := p.Addr().BitLen() - p.Bits()
+		if hostBits >= 63 || n > math.MaxInt64-int64(1)<<hostBits {
+			return math.MaxInt64
+		}
+		n += int64(1) << hostBits
+	}
+	return n
 }

@@ -27,18 +27,29 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // retryPolicy retries reads and deletes by ID — calls that are safe to repeat
 // — on answers that say "try again": 5xx, a timeout, a reset connection.
 type retryPolicy struct {
 	attempts int
-	backoff  time.Duration
+	// backoff is the first wait, doubled after each attempt up to maxWait,
+	// each wait stretched by up to retryJitter of itself so that callers
+	// failed by the same outage do not come back in step.
+	backoff, maxWait time.Duration
 	// budget bounds the call with all its attempts (none when zero).
 	budget time.Duration
 }
 
-var defaultRetry = retryPolicy{attempts: 4, backoff: 200 * time.Millisecond}
+const retryJitter = 0.2
+
+var defaultRetry = retryPolicy{attempts: 4, backoff: 200 * time.Millisecond, maxWait: 2 * time.Second}
+
+// waits are the pauses between attempts.
+func (p retryPolicy) waits() *wait.Backoff {
+	return &wait.Backoff{Duration: p.backoff, Factor: 2, Jitter: retryJitter, Steps: p.attempts, Cap: p.maxWait}
+}
 
 // transient says whether err is worth trying again.
 func transient(err error) bool {
@@ -64,17 +75,16 @@ func (p retryPolicy) do(ctx context.Context, call func(context.Context) error) e
 		ctx, cancel = context.WithTimeout(ctx, p.budget)
 		defer cancel()
 	}
-	var err error
-	wait := p.backoff
+	waits := p.waits()
 	for attempt := 1; ; attempt++ {
-		if err = call(ctx); err == nil || !transient(err) || attempt >= p.attempts {
+		err := call(ctx)
+		if err == nil || !transient(err) || attempt >= p.attempts {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last answer: %v)", ctx.Err(), err)
-		case <-time.After(wait):
+		case <-time.After(waits.Step()):
 		}
-		wait *= 2
 	}
 }

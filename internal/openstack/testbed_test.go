@@ -136,7 +136,7 @@ func TestFreeAddressesMatchNeutronsOwnAvailability(t *testing.T) {
 	}
 	g.Expect(neutron).NotTo(BeNil())
 	g.Expect(free).To(Equal(int64(15 - 3)))
-	g.Expect(openstack.PoolSize(subnet.AllocationPools).String()).To(Equal(neutron.TotalIPs))
+	g.Expect(strconv.FormatInt(openstack.PoolSize(subnet.AllocationPools), 10)).To(Equal(neutron.TotalIPs))
 	g.Expect(strconv.FormatInt(openstack.UsedInPools(subnet.AllocationPools, used), 10)).To(Equal(neutron.UsedIPs))
 }
 
