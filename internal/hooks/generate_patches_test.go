@@ -337,3 +337,44 @@ func TestTheBootstrapTemplateIsPatchedOnlyWhenItIsKnown(t *testing.T) {
 		g.Expect(resp.Message).To(ContainSubstring("SharedNetwork vm has not read the subnet"))
 	})
 }
+
+// A request without the builtins CAPI always sends fails the call naming the
+// variable, and patches nothing.
+func TestGeneratePatchesNamesAMissingBuiltin(t *testing.T) {
+	item := func(vars ...runtimehooksv1.Variable) runtimehooksv1.GeneratePatchesRequestItem {
+		return runtimehooksv1.GeneratePatchesRequestItem{
+			UID:             "md-a-infra",
+			HolderReference: runtimehooksv1.HolderReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Namespace: "team-a", Name: mdName, FieldPath: machineDeploymentInfraRefPath},
+			Object:          runtime.RawExtension{Raw: []byte(`{"kind":"OpenStackMachineTemplate","spec":{"template":{"spec":{}}}}`)},
+			Variables:       append(vars, runtimehooksv1.Variable{Name: sharednetv1.VariableName, Value: rawJSON(t, map[string]string{"name": "vm"})}),
+		}
+	}
+	clusterVar := runtimehooksv1.Variable{Name: runtimehooksv1.BuiltinsName, Value: rawJSON(t, runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}
+	for _, tc := range []struct {
+		name string
+		req  *runtimehooksv1.GeneratePatchesRequest
+		want string
+	}{
+		{name: "no builtin variable", req: &runtimehooksv1.GeneratePatchesRequest{Items: []runtimehooksv1.GeneratePatchesRequestItem{item()}},
+			want: `reading builtin.cluster: variable "builtin" does not exist`},
+		{name: "builtin without the cluster", req: &runtimehooksv1.GeneratePatchesRequest{
+			Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: rawJSON(t, runtimehooksv1.Builtins{})}}, Items: []runtimehooksv1.GeneratePatchesRequestItem{item()}},
+			want: "reading builtin.cluster: not set"},
+		{name: "a nodegroup setting the variable without its builtin", req: &runtimehooksv1.GeneratePatchesRequest{
+			Variables: []runtimehooksv1.Variable{clusterVar}, Items: []runtimehooksv1.GeneratePatchesRequestItem{item()}},
+			want: `cluster team-a/demo, ` + mdName + `: reading builtin.machineDeployment: variable "builtin" does not exist`},
+		{name: "a builtin that is not CAPI's", req: &runtimehooksv1.GeneratePatchesRequest{
+			Variables: []runtimehooksv1.Variable{clusterVar},
+			Items:     []runtimehooksv1.GeneratePatchesRequestItem{item(runtimehooksv1.Variable{Name: runtimehooksv1.BuiltinsName, Value: apiextensionsv1.JSON{Raw: []byte(`{"machineDeployment":"md-a"}`)}})}},
+			want: "reading builtin.machineDeployment: json: cannot unmarshal string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			resp := &runtimehooksv1.GeneratePatchesResponse{}
+			patchWorld(t).GeneratePatches(context.Background(), tc.req, resp)
+			g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
+			g.Expect(resp.Message).To(ContainSubstring(tc.want))
+			g.Expect(resp.Items).To(BeEmpty())
+		})
+	}
+}

@@ -45,14 +45,14 @@ func (h *Handlers) ValidateTopology(ctx context.Context, req *runtimehooksv1.Val
 		fail(resp, rules.Refusal(rules.Evaluate(rules.Facts{ClusterLevel: true})))
 		return
 	}
-	b, err := builtins(req.Variables)
-	if err != nil || b.Cluster == nil {
-		fail(resp, fmt.Errorf("reading builtin.cluster: %v", err))
+	b, err := clusterBuiltins(req.Variables)
+	if err != nil {
+		fail(resp, err)
 		return
 	}
 	cluster := &clusterv1.Cluster{}
-	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: b.Cluster.Namespace, Name: b.Cluster.Name}, cluster); err != nil {
-		fail(resp, fmt.Errorf("reading Cluster %s/%s: %w", b.Cluster.Namespace, b.Cluster.Name, err))
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name}, cluster); err != nil {
+		fail(resp, fmt.Errorf("reading Cluster %s/%s: %w", b.Namespace, b.Name, err))
 		return
 	}
 	var refusal rules.Refusal
@@ -86,11 +86,11 @@ func (h *Handlers) judgeTopology(ctx context.Context, cluster *clusterv1.Cluster
 	if err != nil {
 		return preflight.Decision{}, err
 	}
-	md, err := builtins(item.Variables)
-	if value == nil || err != nil || md.MachineDeployment == nil {
+	md, err := machineDeploymentBuiltins(item.Variables)
+	if value == nil || err != nil {
 		return preflight.Decision{}, nil //nolint:nilerr // no value of this nodegroup's own: nothing to judge
 	}
-	topology := md.MachineDeployment.TopologyName
+	topology := md.TopologyName
 	attached, err := h.attached(ctx, cluster, topology, item.HolderReference)
 	if err != nil || attached {
 		return preflight.Decision{}, err
