@@ -19,8 +19,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +37,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/transport"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,21 +48,34 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/exp/runtime/catalog"
 	runtimeclient "sigs.k8s.io/cluster-api/exp/runtime/client"
+	"sigs.k8s.io/cluster-api/util"
 )
 
 // NewRuntimeClient returns a Runtime SDK client (sigs.k8s.io/cluster-api/exp/runtime/client.Client)
-// that calls extensions over HTTPS with the real wire format.
+// that calls extensions over HTTPS with the real wire format. setupCAPI hands it to the CAPI
+// reconcilers this environment runs in-process (ClusterClass, Cluster topology, ExtensionConfig,
+// MachineDeployment), which take the interface and nothing else.
 //
-// This is test-support code: CAPI's own client lives in an internal package
-// (sigs.k8s.io/cluster-api/internal/runtime/client), so this is a compact re-implementation of
-// its semantics: discovery fills status.handlers with "<handler>.<extensionconfig>" names and
-// defaults (failurePolicy Fail, timeout 10s); calls validate request/response types against the
-// hooks catalog, honour the namespaceSelector, merge ExtensionConfig settings into the request
-// (request settings win), apply the handler timeout, convert between hook versions, apply the
-// failure policy to transport errors only, and optionally cache responses. Unlike CAPI, a
-// response with status Failure yields an error that includes the extension's message (handy in
-// test assertions). No client certificate is sent; service references resolve to
-// <svc>.<ns>.svc like CAPI does (not resolvable here: use clientConfig.url).
+// Why not CAPI's own: at the cluster-api version in go.mod its only implementation is
+// sigs.k8s.io/cluster-api/internal/runtime/client (New(Options{Catalog, Registry, Client})), over
+// the registry of sigs.k8s.io/cluster-api/internal/runtime/registry; Go refuses to import an
+// internal package from outside sigs.k8s.io/cluster-api. Its public packages hold no
+// implementation: exp/runtime/client has the interface and the call options only,
+// exp/runtime/catalog the hook catalog (used here for the request and response types, their
+// validation and version conversion, and the handler path), and test/framework runs CAPI's
+// manager binary rather than its client. CAPI's own test extension writes a client of its own for
+// the same reason (test/extension/handlers/topologymutation, injectRuntimeClient).
+//
+// So this re-implements the semantics of CAPI's client, on CAPI's public helpers where they
+// exist: discovery fills status.handlers with "<handler>.<extensionconfig>" names and defaults
+// (failurePolicy Fail, timeout 10s); calls validate request/response types against the hooks
+// catalog, honour the namespaceSelector, merge ExtensionConfig settings into the request (request
+// settings win), apply the handler timeout, convert between hook versions, apply the failure
+// policy to transport errors only, and optionally cache responses; TLS as CAPI's (client-go's
+// transport, server name from the URL, the ExtensionConfig's CA bundle). Unlike CAPI, a response
+// with status Failure yields an error that includes the extension's message (handy in test
+// assertions). No client certificate is sent; service references resolve to <svc>.<ns>.svc like
+// CAPI does (not resolvable here: use clientConfig.url).
 func NewRuntimeClient(c client.Client) runtimeclient.Client {
 	cat := runtimecatalog.New()
 	_ = runtimehooksv1.AddToCatalog(cat)
@@ -271,8 +284,8 @@ func (c *runtimeClient) CallAllExtensions(ctx context.Context, hook runtimecatal
 		if err := c.CallExtension(ctx, hook, forObject, name, request, tmp); err != nil {
 			return fmt.Errorf("failed to call extension handlers for hook %q: %w", gvh.GroupHook(), err)
 		}
-		if r, ok := tmp.(runtimehooksv1.RetryResponseObject); ok && r.GetRetryAfterSeconds() != 0 && (retry == 0 || r.GetRetryAfterSeconds() < retry) {
-			retry = r.GetRetryAfterSeconds()
+		if r, ok := tmp.(runtimehooksv1.RetryResponseObject); ok {
+			retry = util.LowestNonZeroInt32(retry, r.GetRetryAfterSeconds())
 		}
 		if tmp.GetMessage() != "" {
 			messages = append(messages, tmp.GetMessage())
@@ -480,15 +493,11 @@ func (c *runtimeClient) httpClient(host string, caBundle []byte) (*http.Client, 
 	if hc, ok := c.http[key]; ok {
 		return hc, nil
 	}
-	tlsConfig := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-	if len(caBundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(caBundle) {
-			return nil, errors.New("failed to create http client: caBundle holds no PEM certificate")
-		}
-		tlsConfig.RootCAs = pool
+	tlsConfig, err := transport.TLSConfigFor(&transport.Config{TLS: transport.TLSConfig{CAData: caBundle, ServerName: host}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create tls config: %w", err)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true, IdleConnTimeout: 30 * time.Second}}
+	hc := &http.Client{Transport: utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsConfig})}
 	c.http[key] = hc
 	return hc, nil
 }
