@@ -39,11 +39,11 @@ test-unit: ## The fast tier: every decision on fakes (no kube-apiserver, no Open
 
 .PHONY: demo
 demo: ## The main job: a local management plane (real API server, CAPI, CAPO, this extension, OpenStack on loopback), a cluster, md-a attached.
-	go run ./hack/demo up
+	./hack/demo.sh up
 
 .PHONY: demo-down
 demo-down: ## Tear down everything `make demo` started.
-	go run ./hack/demo down
+	./hack/demo.sh down
 
 .PHONY: e2e
 e2e: ## Run only the local e2e suite (e2e/: the whole story on the local plane); `make test` runs it too.

@@ -16,7 +16,7 @@ fi
 # kube-apiserver, and kube-controller-manager for the local plane (garbage
 # collection, namespace deletion), from the same k8s.io/kubernetes version.
 minor=$(echo "$k8s_version" | cut -d. -f2)
-ldflags=""
+ldflags="-s -w"  # no DWARF: links take less time and memory (the plane is not debugged with dlv)
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
 done

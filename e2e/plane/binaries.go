@@ -59,7 +59,7 @@ func ensureBinary(root, binDir string, p *provider, progress io.Writer) (string,
 	}
 	fmt.Fprintf(progress, "building %s %s from source (go build %s; CAPI's manager takes about 2-3 minutes cold on 2 cores)\n", p.Name, p.version, p.Main)
 	start := time.Now()
-	if err := goBuild(root, out, p.Main); err != nil {
+	if err := goBuildIn(root, out, p.Main, "-ldflags=-s -w"); err != nil { // no DWARF: shorter links
 		return "", err
 	}
 	fmt.Fprintf(progress, "built %s in %s\n", filepath.Base(out), time.Since(start).Round(time.Second))

@@ -106,6 +106,9 @@ type Options struct {
 	// Assets is the folder with kube-apiserver and etcd; KUBEBUILDER_ASSETS,
 	// else <Root>/bin/k8s.
 	Assets string
+	// WaitForAssets, when set, is called before Assets is first used, so a
+	// build of them can run alongside the managers' builds (make demo).
+	WaitForAssets func() error
 	// BinDir receives the managers built from source; <Root>/bin/plane.
 	BinDir string
 	// Resync is how often the extension reads SharedNetwork facts again.
@@ -233,13 +236,19 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	if binaries["openstack-cloud-controller-manager"], err = ensureCCM(opts.Root, opts.BinDir, step); err != nil {
 		return nil, err
 	}
-	kcm := filepath.Join(opts.Assets, "kube-controller-manager")
-	if _, err := os.Stat(kcm); err != nil {
-		return nil, fmt.Errorf("kube-controller-manager not found in %s (run hack/ensure-envtest-assets.sh): %w", opts.Assets, err)
-	}
 	step("building the extension (go build .)")
 	if binaries["capo-sharednet"], err = buildExtension(opts.Root, opts.BinDir); err != nil {
 		return nil, err
+	}
+	if opts.WaitForAssets != nil {
+		step("waiting for kube-apiserver, kube-controller-manager and etcd (built alongside)")
+		if err := opts.WaitForAssets(); err != nil {
+			return nil, err
+		}
+	}
+	kcm := filepath.Join(opts.Assets, "kube-controller-manager")
+	if _, err := os.Stat(kcm); err != nil {
+		return nil, fmt.Errorf("kube-controller-manager not found in %s (run hack/ensure-envtest-assets.sh): %w", opts.Assets, err)
 	}
 
 	// Manifests, each provider with its own webhook serving cert and port.

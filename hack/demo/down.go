@@ -41,7 +41,7 @@ import (
 // the SharedNetwork (its shares) and the VM project's network, then stops
 // the plane, and the test bed when up started it.
 func down(d *dirs) error {
-	x := &demo{d: d, start: time.Now(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
+	x := &demo{d: d, start: startTime(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
 	ctx := context.Background()
 	if pid := planePID(d); pid != 0 {
 		if err := x.connect(); err != nil {
@@ -75,13 +75,34 @@ func down(d *dirs) error {
 	}
 	if _, err := os.Stat(d.marker("testbed-started-by-demo")); err == nil {
 		x.sayf("stopping the OpenStack test bed (the demo started it)")
-		if err := run(d.root, os.Stdout, x.bed, "stop"); err != nil {
+		if err := runLogged(d.root, d.log("testbed.log"), x.bed, "stop"); err != nil {
 			return err
 		}
-		_ = os.Remove(d.marker("testbed-started-by-demo"))
+		for _, f := range []string{"testbed-started-by-demo", "testbed.rc", "testbed.pid"} {
+			_ = os.Remove(d.marker(f))
+		}
 	}
-	x.sayf("all gone")
+	if left := leftovers(d.root); len(left) > 0 {
+		return fmt.Errorf("still running after the plane stopped: %s", strings.Join(left, "; "))
+	}
+	x.sayf("all gone: no process of the plane runs (nor holds its ports)")
 	return nil
+}
+
+// leftovers are the processes still running a binary the plane built (under
+// bin/), with their pids: none, after a clean stop.
+func leftovers(root string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range procs {
+		exe, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(exe, filepath.Join(root, "bin")+string(filepath.Separator)) ||
+			strings.HasSuffix(exe, string(filepath.Separator)+"demo") {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (pid %s)", rel(root, exe), filepath.Base(filepath.Dir(p))))
+	}
+	return out
 }
 
 func (x *demo) deleteCluster(ctx context.Context) error {

@@ -48,6 +48,9 @@ func (d *dirs) planeLog() string {
 }
 func (d *dirs) marker(name string) string { return filepath.Join(d.base, name) }
 
+// log is a step's log file (apt's, a build's), shown whole when it fails.
+func (d *dirs) log(name string) string { return filepath.Join(d.base, name) }
+
 func main() {
 	root, err := providers.RepoRoot()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -35,7 +36,19 @@ func runPlane(d *dirs) error {
 	start := time.Now()
 	// A plane left by a killed run: its processes are gone, its folder is stale.
 	_ = os.RemoveAll(d.plane)
-	p, err := plane.Start(ctx, plane.Options{Root: d.root, Dir: d.plane, Progress: os.Stdout})
+	// kube-apiserver, kube-controller-manager and etcd build alongside the
+	// managers: two builds fill two cores better than one (links are serial).
+	assets := make(chan error, 1)
+	go func() {
+		fmt.Printf("building kube-apiserver, kube-controller-manager and etcd alongside (once; log %s)\n", rel(d.root, d.log("k8s-build.log")))
+		built := time.Now()
+		err := runLogged(d.root, d.log("k8s-build.log"), filepath.Join(d.root, "hack", "ensure-envtest-assets.sh"))
+		if err == nil {
+			fmt.Printf("kube-apiserver, kube-controller-manager and etcd ready (%s)\n", time.Since(built).Round(time.Second))
+		}
+		assets <- err
+	}()
+	p, err := plane.Start(ctx, plane.Options{Root: d.root, Dir: d.plane, Progress: os.Stdout, WaitForAssets: func() error { return <-assets }})
 	if err != nil {
 		return err
 	}

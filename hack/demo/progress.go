@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -169,16 +170,16 @@ func (x *demo) watchAttach(ctx context.Context, before []plane.Machine, n plane.
 func (x *demo) lookAround(n plane.VMNetwork) {
 	clouds := strings.TrimSuffix(x.cloudsPath, "\n")
 	fmt.Printf(`
-Everything keeps running. Look around:
+Everything keeps running. Look around (kubectl is Kubernetes' own, built into bin/; openstack is the test bed's):
 
-  export KUBECONFIG=%[1]s
+  export PATH=%[9]s:$PATH KUBECONFIG=%[1]s
   kubectl get sharednetworks
   kubectl get sharednetworkattachments -n %[2]s          # phase, nodes attached, message
   kubectl get cluster,machinedeployments,machines -n %[2]s
   kubectl get openstackmachines -n %[2]s -o wide
   kubectl --kubeconfig %[3]s get nodes -o wide   # registered by the node simulator (a stand-in for kubelets), initialized by the real CCM
   kubectl --kubeconfig %[3]s get service my-service   # EXTERNAL-IP: the internal load balancer's VIP on the shared subnet
-  go tool clusterctl describe cluster %[7]s -n %[2]s   # CAPI's view (builds clusterctl once)
+  (cd %[10]s && go tool clusterctl describe cluster %[7]s -n %[2]s)   # CAPI's view (builds clusterctl once)
 
   export OS_CLIENT_CONFIG_FILE=%[4]s
   openstack --os-cloud vm-project port list --network %[5]s   # md-a's ports on the shared subnet, seen by the VM project
@@ -190,7 +191,8 @@ Everything keeps running. Look around:
   detach: remove md-a's sharedNetwork override:  kubectl edit cluster %[7]s -n %[2]s
 
 Tear it all down (cluster, shared network, plane%[8]s):  make demo-down
-`, x.plane.Kubeconfig, demoNamespace, x.plane.WorkloadKubeconfig, clouds, vmNetworkName, rel(x.d.root, x.plane.Logs()), demoCluster, x.bedNote())
+`, x.plane.Kubeconfig, demoNamespace, x.plane.WorkloadKubeconfig, clouds, vmNetworkName, rel(x.d.root, x.plane.Logs()), demoCluster, x.bedNote(),
+		filepath.Join(x.d.root, "bin"), x.d.root)
 	x.sayf("demo ready")
 }
 

@@ -72,23 +72,24 @@ func (x *demo) clock() string {
 }
 
 func up(d *dirs) error {
-	x := &demo{d: d, start: time.Now(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
+	x := &demo{d: d, start: startTime(), bed: filepath.Join(d.root, "hack", "openstack-testbed", "testbed.sh")}
 	ctx := context.Background()
 
-	// 1. The OpenStack test bed (installed from Debian packages on first run).
-	if err := x.ensureTestbed(); err != nil {
-		return err
-	}
-	// 2. kube-apiserver and etcd built from source (once).
-	x.sayf("kube-apiserver, kube-controller-manager and etcd: hack/ensure-envtest-assets.sh (builds them once, ~6 min cold)")
-	if err := run(d.root, nil, filepath.Join(d.root, "hack", "ensure-envtest-assets.sh")); err != nil {
-		return err
-	}
-	// 3. The plane, in the background.
+	// 1. The OpenStack test bed: hack/demo.sh installs and starts it in the
+	// background (apt waits on the network, the builds below on the CPU).
+	bed := x.testbed()
+	// 2. The plane, in the background: the managers, kube-apiserver,
+	// kube-controller-manager and etcd built from source (once), then started.
 	if err := x.ensurePlane(); err != nil {
 		return err
 	}
 	if err := x.connect(); err != nil {
+		return err
+	}
+	// kubectl for the commands printed at the end, built while the cluster comes up.
+	kubectl := x.buildKubectl()
+	// 3. OpenStack from here on.
+	if err := bed(); err != nil {
 		return err
 	}
 	// 4. The administrator offers a VM-project network.
@@ -173,8 +174,19 @@ func up(d *dirs) error {
 	if err := x.guideService(ctx, n); err != nil {
 		return err
 	}
+	if err := <-kubectl; err != nil {
+		return err
+	}
 	x.lookAround(n)
 	return nil
+}
+
+// startTime is when make demo started (hack/demo.sh's clock), or now.
+func startTime() time.Time {
+	if sec, err := strconv.ParseInt(os.Getenv("CAPO_SHAREDNET_DEMO_START"), 10, 64); err == nil {
+		return time.Unix(sec, 0)
+	}
+	return time.Now()
 }
 
 // demoService is the guide's Service in the workload cluster.
@@ -211,28 +223,99 @@ func hasValue(c *clusterv1.Cluster, topology string) bool {
 	return err == nil && ok
 }
 
-func (x *demo) ensureTestbed() error {
+// testbed finds the OpenStack test bed running, or being brought up in the
+// background by hack/demo.sh, or (run without it) brings it up in the
+// foreground. It returns the wait for it, which also reads its clouds.yaml.
+func (x *demo) testbed() func() error {
+	ready := func() error {
+		out, err := exec.Command(x.bed, "clouds").Output()
+		if err != nil {
+			return fmt.Errorf("testbed.sh clouds: %w", err)
+		}
+		x.cloudsPath = strings.TrimSpace(string(out))
+		x.clouds, err = plane.ReadClouds(x.cloudsPath)
+		return err
+	}
 	if err := exec.Command(x.bed, "status").Run(); err == nil {
 		x.sayf("OpenStack test bed: running")
-	} else {
-		x.sayf("OpenStack test bed: installing (apt-get, once, ~3 min) and starting (~1-2 min)")
-		if err := run(x.d.root, os.Stdout, x.bed, "install"); err != nil {
-			return err
-		}
-		if err := run(x.d.root, os.Stdout, x.bed, "start"); err != nil {
-			return err
-		}
-		if err := os.WriteFile(x.d.marker("testbed-started-by-demo"), nil, 0o644); err != nil {
-			return err
+		return ready
+	}
+	rc, log := x.d.log("testbed.rc"), rel(x.d.root, x.d.log("testbed.log"))
+	if !x.testbedInBackground() {
+		return func() error {
+			x.sayf("OpenStack test bed: installing (apt-get, once) and starting; log %s", log)
+			if err := os.WriteFile(x.d.marker("testbed-started-by-demo"), nil, 0o644); err != nil {
+				return err
+			}
+			for _, step := range []string{"install", "start"} {
+				if err := runLogged(x.d.root, x.d.log("testbed.log"), x.bed, step); err != nil {
+					return err
+				}
+			}
+			return ready()
 		}
 	}
-	out, err := exec.Command(x.bed, "clouds").Output()
+	return func() error {
+		s := newStatus(x)
+		for deadline := time.Now().Add(20 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			raw, err := os.ReadFile(rc)
+			if err != nil {
+				s.show("OpenStack test bed: waiting for its install and start (log " + log + ")")
+				continue
+			}
+			if code := strings.TrimSpace(string(raw)); code != "0" {
+				s.done("OpenStack test bed: failed (exit " + code + "); its log follows")
+				showLog(x.d.log("testbed.log"))
+				return fmt.Errorf("the OpenStack test bed did not come up; see %s", log)
+			}
+			s.done("OpenStack test bed: running")
+			return ready()
+		}
+		return fmt.Errorf("the OpenStack test bed was not up within 20 minutes: %w (see %s)", errTimeout, log)
+	}
+}
+
+// testbedInBackground says whether hack/demo.sh is bringing the test bed up,
+// or has (its rc file is there).
+func (x *demo) testbedInBackground() bool {
+	if _, err := os.Stat(x.d.log("testbed.rc")); err == nil {
+		return true
+	}
+	raw, err := os.ReadFile(x.d.log("testbed.pid"))
 	if err != nil {
-		return fmt.Errorf("testbed.sh clouds: %w", err)
+		return false
 	}
-	x.cloudsPath = strings.TrimSpace(string(out))
-	x.clouds, err = plane.ReadClouds(x.cloudsPath)
-	return err
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+// buildKubectl builds Kubernetes' kubectl (hack/tools/kubectl) into bin/
+// unless it is there, in the background.
+func (x *demo) buildKubectl() <-chan error {
+	done := make(chan error, 1)
+	out := filepath.Join(x.d.root, "bin", "kubectl")
+	if _, err := os.Stat(out); err == nil {
+		done <- nil
+		return done
+	}
+	x.sayf("kubectl: building into bin/ in the background (once); log %s", rel(x.d.root, x.d.log("kubectl-build.log")))
+	dir := filepath.Join(x.d.root, "hack", "tools", "kubectl")
+	go func() {
+		// Stamped with its Kubernetes version, as upstream's build does, so
+		// kubectl version shows no skew against the plane's API servers.
+		raw, err := exec.Command("go", "-C", dir, "list", "-m", "-f", "{{.Version}}", "k8s.io/kubectl").Output()
+		if err != nil {
+			done <- fmt.Errorf("reading kubectl's version from %s: %w", dir, err)
+			return
+		}
+		v := "v1." + strings.TrimPrefix(strings.TrimSpace(string(raw)), "v0.")
+		ldflags := "-s -w"
+		for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+			ldflags += fmt.Sprintf(" -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s", pkg, v, pkg, pkg, strings.Split(v, ".")[1])
+		}
+		done <- runLogged(dir, x.d.log("kubectl-build.log"), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
+	}()
+	return done
 }
 
 // planePID is the pid of the running plane, 0 when none runs.
@@ -280,7 +363,7 @@ func (x *demo) ensurePlane() error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	x.sayf("local management plane: starting (pid %d, log %s); the first run builds CAPI, CABPK, KCP and CAPO from source (~3-4 min)", cmd.Process.Pid, rel(x.d.root, x.d.planeLog()))
+	x.sayf("local management plane: starting (pid %d, log %s); the first run builds its parts from source; next: the VM project's network", cmd.Process.Pid, rel(x.d.root, x.d.planeLog()))
 	shown := 0
 	for {
 		// Relay the plane's progress lines.
@@ -332,14 +415,30 @@ func rel(root, path string) string {
 	return path
 }
 
-func run(dir string, out io.Writer, name string, args ...string) error {
+// runLogged runs a command with its output in the log file; when it fails,
+// the log is shown whole.
+func runLogged(dir, logPath, name string, args ...string) error {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = out, os.Stderr // a nil out discards
+	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w", filepath.Base(name), strings.Join(args, " "), err)
+		showLog(logPath)
+		return fmt.Errorf("%s %s: %w (log %s, above)", filepath.Base(name), strings.Join(args, " "), err, logPath)
 	}
 	return nil
+}
+
+// showLog copies a log to stderr.
+func showLog(path string) {
+	if f, err := os.Open(path); err == nil {
+		_, _ = io.Copy(os.Stderr, f)
+		_ = f.Close()
+	}
 }
 
 var errTimeout = errors.New("timed out")

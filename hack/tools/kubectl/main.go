@@ -1,0 +1,34 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command kubectl is Kubernetes' own kubectl (k8s.io/kubectl, the version of
+// the plane's kube-apiserver), built from its module into bin/ so the
+// commands `make demo` prints work on a machine without one.
+package main
+
+import (
+	_ "k8s.io/client-go/plugin/pkg/client/auth" // client auth plugins, as upstream's main
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
+)
+
+func main() {
+	command := cmd.NewDefaultKubectlCommand()
+	if err := cli.RunNoErrOutput(command); err != nil {
+		util.CheckErr(err)
+	}
+}
