@@ -308,8 +308,10 @@ func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context) error {
 		ready := sharednetv1.NewCondition(sharednetv1.ReadyCondition, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
 			fmt.Sprintf("network %s: MTU 1450, 1 subnet(s) read from Neutron", sn.Spec.NetworkID))
 		ready.LastTransitionTime = metav1.Now()
+		paused := sharednetv1.NewCondition(sharednetv1.PausedCondition, metav1.ConditionFalse, sharednetv1.ReasonNotPaused, "")
+		paused.LastTransitionTime, paused.ObservedGeneration = ready.LastTransitionTime, sn.Generation
 		sn.Status = sharednetv1.SharedNetworkStatus{
-			Conditions: []metav1.Condition{ready},
+			Conditions: []metav1.Condition{ready, paused},
 			MTU:        1450,
 			Subnets: []sharednetv1.SubnetStatus{{
 				ID: uuid(idSubnet, i), CIDR: subnetCIDR(i), IPVersion: 4,

@@ -244,6 +244,7 @@ var (
 	aFlag       = regexp.MustCompile(`^--([a-z][a-z0-9-]*)(?:[= ].*)?$`)
 	aField      = regexp.MustCompile(`^(?:spec|status)(?:\.[a-zA-Z][a-zA-Z0-9]*(?:\[[^\]]*\])?)+$`)
 	aMetric     = regexp.MustCompile(`\bcapo_sharednet_[a-z_]+[a-z]`)
+	anIndex     = regexp.MustCompile(`\[[^\]]*\]`) // status.subnets[].cidr names status.subnets.cidr
 	// "condition `X`", "reason `X`", "`X` condition", "reason: `X`".
 	aCondition = regexp.MustCompile("(?:condition|reason)s?:? `([A-Z][A-Za-z]+)`|`([A-Z][A-Za-z]+)` (?:condition|reason)")
 )
@@ -289,7 +290,7 @@ func TestTheDocsNameOnlyWhatExists(t *testing.T) {
 				missing = append(missing, doc+": manager flag --"+m[1])
 			}
 			if aField.MatchString(c) {
-				path := regexp.MustCompile(`\[[^\]]*\]`).ReplaceAllString(c, "")
+				path := anIndex.ReplaceAllString(c, "")
 				if !known(fields, path) {
 					missing = append(missing, doc+": field "+c)
 				}
