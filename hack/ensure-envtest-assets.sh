@@ -1,31 +1,48 @@
 #!/usr/bin/env bash
 # Builds the real kube-apiserver, kube-controller-manager and etcd from source through the Go module
-# proxy into bin/k8s (setup-envtest downloads are not reachable here).
-# Idempotent: a binary that exists is reused. Prints the assets folder.
+# proxy into bin/k8s (setup-envtest downloads are not reachable here), and the OpenStack cloud
+# controller manager the plane runs per cluster beside them.
+# Idempotent: binaries built from the current hack/tools/k8s/go.sum are reused. Concurrent runs
+# (make demo starts one at its first second, the plane asks again) wait for each other.
+# Prints the assets folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${KUBEBUILDER_ASSETS_DIR:-$root/bin/k8s}
-k8s_version=v1.34.4
+tools=$root/hack/tools/k8s
 mkdir -p "$out"
+exec 9>"$out/.lock"
+flock 9
 
 if [ ! -x "$out/etcd" ]; then
   echo "building etcd from go.etcd.io/etcd/server/v3 (about 30s)" >&2
   (cd "$root/hack/tools/etcd" && go build -trimpath -o "$out/etcd.tmp" . && mv "$out/etcd.tmp" "$out/etcd")
 fi
 
-# kube-apiserver, and kube-controller-manager for the local plane (garbage
-# collection, namespace deletion), from the same k8s.io/kubernetes version.
-minor=$(echo "$k8s_version" | cut -d. -f2)
-ldflags="-s -w"  # no DWARF: links take less time and memory (the plane is not debugged with dlv)
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-done
-for bin in kube-apiserver kube-controller-manager; do
-  if [ ! -x "$out/$bin" ]; then
-    echo "building $bin $k8s_version from k8s.io/kubernetes (about 4 min cold, 2 min after the other)" >&2
-    start=$(date +%s)
-    (cd "$root/hack/tools/$bin" && go build -trimpath -ldflags "$ldflags" -o "$out/$bin.tmp" . && mv "$out/$bin.tmp" "$out/$bin")
-    echo "built $bin in $(( $(date +%s) - start ))s" >&2
-  fi
-done
+# kube-apiserver, kube-controller-manager (garbage collection, namespace
+# deletion) and the cloud controller manager from one module and one go build:
+# their common k8s.io packages compile once, and one link overlaps the next
+# compile.
+bins=(kube-apiserver kube-controller-manager openstack-cloud-controller-manager)
+stamp=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -d' ' -f1)
+fresh=yes
+for bin in "${bins[@]}"; do [ -x "$out/$bin" ] || fresh=""; done
+[ "$(cat "$out/.k8s-stamp" 2>/dev/null)" = "$stamp" ] || fresh=""
+if [ -z "$fresh" ]; then
+  k8s_version=$(go -C "$tools" list -m -f '{{.Version}}' k8s.io/kubernetes)
+  ccm_version=$(go -C "$tools" list -m -f '{{.Version}}' k8s.io/cloud-provider-openstack)
+  minor=$(echo "$k8s_version" | cut -d. -f2)
+  ldflags="-s -w"  # no DWARF: links take less time and memory (the plane is not debugged with dlv)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  done
+  ldflags+=" -X k8s.io/cloud-provider-openstack/pkg/version.Version=$ccm_version"
+  echo "building kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; about 8 min cold on 2 cores)" >&2
+  start=$(date +%s)
+  tmp=$(mktemp -d "$out/.build.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tools" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${bins[@]/#/./}")
+  for bin in "${bins[@]}"; do mv "$tmp/$bin" "$out/$bin"; done
+  echo "$stamp" >"$out/.k8s-stamp"
+  echo "built ${bins[*]} in $(( $(date +%s) - start ))s" >&2
+fi
 echo "$out"

@@ -45,35 +45,18 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
-// ccmModule is the module the cloud controller manager is built from, pinned
-// in hack/tools/openstack-cloud-controller-manager/go.mod.
-const ccmModule = "k8s.io/cloud-provider-openstack"
+// ccmBinary is cloud-provider-openstack's openstack-cloud-controller-manager,
+// which hack/ensure-envtest-assets.sh builds into the assets folder with
+// kube-apiserver and kube-controller-manager from one module (hack/tools/k8s):
+// they share most of their packages, so one build list compiles them once.
+const ccmBinary = "openstack-cloud-controller-manager"
 
-// ccmDir is the wrapper module that builds the cloud controller manager.
-const ccmDir = "hack/tools/openstack-cloud-controller-manager"
-
-// ensureCCM builds cloud-provider-openstack's
-// openstack-cloud-controller-manager at the version its wrapper module pins
-// into binDir, unless that binary exists.
-func ensureCCM(root, binDir string, progress func(string, ...any)) (string, error) {
-	dir := filepath.Join(root, filepath.FromSlash(ccmDir))
-	version, err := providers.ModuleVersion(dir, ccmModule)
-	if err != nil {
-		return "", err
+// findCCM is the cloud controller manager in the assets folder.
+func findCCM(assets string) (string, error) {
+	out := filepath.Join(assets, ccmBinary)
+	if _, err := os.Stat(out); err != nil {
+		return "", fmt.Errorf("%s not found in %s (run hack/ensure-envtest-assets.sh): %w", ccmBinary, assets, err)
 	}
-	out := filepath.Join(binDir, "openstack-cloud-controller-manager-"+version)
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", err
-	}
-	progress("building openstack-cloud-controller-manager %s from %s (about 3 minutes cold on 2 cores)", version, ccmModule)
-	start := time.Now()
-	if err := goBuildIn(dir, out, ".", "-trimpath", "-ldflags", "-X "+ccmModule+"/pkg/version.Version="+version); err != nil {
-		return "", err
-	}
-	progress("built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
 	return out, nil
 }
 

@@ -233,15 +233,12 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 			return nil, err
 		}
 	}
-	if binaries["openstack-cloud-controller-manager"], err = ensureCCM(opts.Root, opts.BinDir, step); err != nil {
-		return nil, err
-	}
 	step("building the extension (go build .)")
 	if binaries["capo-sharednet"], err = buildExtension(opts.Root, opts.BinDir); err != nil {
 		return nil, err
 	}
 	if opts.WaitForAssets != nil {
-		step("waiting for kube-apiserver, kube-controller-manager and etcd (built alongside)")
+		step("waiting for kube-apiserver, kube-controller-manager, etcd and the cloud controller manager (built alongside)")
 		if err := opts.WaitForAssets(); err != nil {
 			return nil, err
 		}
@@ -249,6 +246,9 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 	kcm := filepath.Join(opts.Assets, "kube-controller-manager")
 	if _, err := os.Stat(kcm); err != nil {
 		return nil, fmt.Errorf("kube-controller-manager not found in %s (run hack/ensure-envtest-assets.sh): %w", opts.Assets, err)
+	}
+	if binaries[ccmBinary], err = findCCM(opts.Assets); err != nil {
+		return nil, err
 	}
 
 	// Manifests, each provider with its own webhook serving cert and port.
@@ -436,7 +436,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		}
 	}
 	step("starting the stand-ins: control plane, node simulator; a cloud controller manager per cluster")
-	if err := p.startStandIns(ctx, binaries["openstack-cloud-controller-manager"]); err != nil {
+	if err := p.startStandIns(ctx, binaries[ccmBinary]); err != nil {
 		return nil, err
 	}
 	return p, p.writeState()

@@ -36,15 +36,17 @@ func runPlane(d *dirs) error {
 	start := time.Now()
 	// A plane left by a killed run: its processes are gone, its folder is stale.
 	_ = os.RemoveAll(d.plane)
-	// kube-apiserver, kube-controller-manager and etcd build alongside the
-	// managers: two builds fill two cores better than one (links are serial).
+	// kube-apiserver, kube-controller-manager, etcd and the cloud controller
+	// manager build alongside the managers: two builds fill two cores better
+	// than one (links are serial). hack/demo.sh started that build at its first
+	// second; the script waits for it then.
 	assets := make(chan error, 1)
 	go func() {
-		fmt.Printf("building kube-apiserver, kube-controller-manager and etcd alongside (once; log %s)\n", rel(d.root, d.log("k8s-build.log")))
+		fmt.Printf("kube-apiserver, kube-controller-manager, etcd and the cloud controller manager: building alongside (once; log %s)\n", rel(d.root, d.log("k8s-build.log")))
 		built := time.Now()
 		err := runLogged(d.root, d.log("k8s-build.log"), filepath.Join(d.root, "hack", "ensure-envtest-assets.sh"))
 		if err == nil {
-			fmt.Printf("kube-apiserver, kube-controller-manager and etcd ready (%s)\n", time.Since(built).Round(time.Second))
+			fmt.Printf("kube-apiserver, kube-controller-manager, etcd and the cloud controller manager ready (%s)\n", time.Since(built).Round(time.Second))
 		}
 		assets <- err
 	}()

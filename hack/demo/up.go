@@ -289,8 +289,9 @@ func (x *demo) testbedInBackground() bool {
 	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
 }
 
-// buildKubectl builds Kubernetes' kubectl (hack/tools/kubectl) into bin/
-// unless it is there, in the background.
+// buildKubectl builds Kubernetes' kubectl (hack/tools/k8s, the module of
+// kube-apiserver's build, so its packages are mostly compiled by then) into
+// bin/ unless it is there, in the background.
 func (x *demo) buildKubectl() <-chan error {
 	done := make(chan error, 1)
 	out := filepath.Join(x.d.root, "bin", "kubectl")
@@ -299,7 +300,7 @@ func (x *demo) buildKubectl() <-chan error {
 		return done
 	}
 	x.sayf("kubectl: building into bin/ in the background (once); log %s", rel(x.d.root, x.d.log("kubectl-build.log")))
-	dir := filepath.Join(x.d.root, "hack", "tools", "kubectl")
+	dir := filepath.Join(x.d.root, "hack", "tools", "k8s")
 	go func() {
 		// Stamped with its Kubernetes version, as upstream's build does, so
 		// kubectl version shows no skew against the plane's API servers.
@@ -313,7 +314,7 @@ func (x *demo) buildKubectl() <-chan error {
 		for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
 			ldflags += fmt.Sprintf(" -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s", pkg, v, pkg, pkg, strings.Split(v, ".")[1])
 		}
-		done <- runLogged(dir, x.d.log("kubectl-build.log"), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, ".")
+		done <- runLogged(dir, x.d.log("kubectl-build.log"), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./kubectl")
 	}()
 	return done
 }
