@@ -117,8 +117,10 @@ lint-fix: $(GOLANGCI_LINT) ## Apply the fixes golangci-lint and kube-api-linter 
 	$(GOLANGCI_LINT) run --fix --config .golangci-kal.yml ./api/...
 
 .PHONY: verify
-verify: verify-generate ## Fail when generated files, go.mod/go.sum, the licence headers or the shell scripts (shellcheck) are not what they should be.
+verify: verify-generate ## Fail when generated files, go.mod/go.sum (and hack/tools/k8s's build list against it), the licence headers or the shell scripts (shellcheck) are not what they should be.
 	go mod tidy -diff
+	cd hack/tools/k8s && go mod tidy -diff
+	./hack/verify-k8s-build-list.sh
 	go test -count=1 ./test/shipping -run 'TestEveryGoFileCarriesTheLicenceHeader'
 	"$$(./hack/ensure-shellcheck.sh)" hack/*.sh hack/*/*.sh .ci/run
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make demo / make demo-down. What waits on the network and the disk (the
-# test bed's apt-get and start) and the longest build (kube-apiserver,
-# kube-controller-manager and the cloud controller manager, one module) run in
-# the background from the first second, while the demo tool builds; the tool
-# then builds and starts the rest, one progress line per step, and waits for
-# each only when it needs it. Every build's and apt's output goes to a log under
+# test bed's apt-get and start) runs in the background from the first second,
+# while the demo tool builds; the tool then builds and starts the rest, one
+# progress line per step, and waits for each only when it needs it. The
+# Kubernetes binaries start building only then: the demo tool has compiled
+# most of the packages they share with it (hack/verify-k8s-build-list.sh), and
+# two builds of one package at once would both compile it. Every build's and apt's output goes to a log under
 # _artifacts/demo, shown whole when that step fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,14 +33,6 @@ if [ "$cmd" = up ]; then
       "$root/$bed" "$logs/testbed.rc" >"$logs/testbed.log" 2>&1 </dev/null &
     echo $! >"$logs/testbed.pid"
   fi
-fi
-
-if [ "$cmd" = up ]; then
-  # The plane runs the same script when it needs the binaries: it waits for
-  # this one (a lock) and finds them built.
-  say "kube-apiserver, kube-controller-manager, etcd and the cloud controller manager: building in the background (once); log _artifacts/demo/k8s-build.log"
-  : >"$logs/k8s-build.log"
-  setsid hack/ensure-envtest-assets.sh >>"$logs/k8s-build.log" 2>&1 </dev/null &
 fi
 
 say "demo tool: building (go build ./hack/demo, about 3 min cold); log _artifacts/demo/build.log"

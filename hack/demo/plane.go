@@ -38,8 +38,8 @@ func runPlane(d *dirs) error {
 	_ = os.RemoveAll(d.plane)
 	// kube-apiserver, kube-controller-manager, etcd and the cloud controller
 	// manager build alongside the managers: two builds fill two cores better
-	// than one (links are serial). hack/demo.sh started that build at its first
-	// second; the script waits for it then.
+	// than one (links are serial), and the packages they share with the demo
+	// tool, built before, come from the Go build cache.
 	assets := make(chan error, 1)
 	go func() {
 		fmt.Printf("kube-apiserver, kube-controller-manager, etcd and the cloud controller manager: building alongside (once; log %s)\n", rel(d.root, d.log("k8s-build.log")))

@@ -314,7 +314,7 @@ func (x *demo) buildKubectl() <-chan error {
 		for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
 			ldflags += fmt.Sprintf(" -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s", pkg, v, pkg, pkg, strings.Split(v, ".")[1])
 		}
-		done <- runLogged(dir, x.d.log("kubectl-build.log"), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./kubectl")
+		done <- runLogged(dir, x.d.log("kubectl-build.log"), "go", "build", "-ldflags", ldflags, "-o", out, "./kubectl")
 	}()
 	return done
 }
