@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the real kube-apiserver, kube-controller-manager and etcd from source through the Go module
-# proxy into bin/k8s (setup-envtest downloads are not reachable here), and the OpenStack cloud
-# controller manager the plane runs per cluster beside them.
-# Idempotent: binaries built from the current hack/tools/k8s/go.sum are reused. Concurrent runs
-# (make demo starts one at its first second, the plane asks again) wait for each other.
+# Builds the real etcd, kube-apiserver and kube-controller-manager from source through the Go
+# module proxy into bin/k8s (setup-envtest downloads are not reachable here), and the OpenStack
+# cloud controller manager the plane runs per cluster beside them.
+# Idempotent: binaries built from the current hack/tools/k8s/go.mod and go.sum are reused.
+# Concurrent runs (the plane's and a test's) wait for each other.
 # Prints the assets folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,19 +13,14 @@ mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 
-if [ ! -x "$out/etcd" ]; then
-  echo "building etcd from go.etcd.io/etcd/server/v3 (about 30s)" >&2
-  (cd "$root/hack/tools/etcd" && go build -trimpath -o "$out/etcd.tmp" . && mv "$out/etcd.tmp" "$out/etcd")
-fi
-
-# kube-apiserver, kube-controller-manager (garbage collection, namespace
+# etcd, kube-apiserver, kube-controller-manager (garbage collection, namespace
 # deletion) and the cloud controller manager from one module and one go build:
 # their common k8s.io packages compile once, and one link overlaps the next
 # compile. No -trimpath, like the product's builds: with the same flags and
 # hack/tools/k8s's build list aligned on go.mod's (hack/verify-k8s-build-list.sh),
 # the packages the demo tool and the managers compiled are found in the Go
 # build cache.
-bins=(kube-apiserver kube-controller-manager openstack-cloud-controller-manager)
+bins=(etcd kube-apiserver kube-controller-manager openstack-cloud-controller-manager)
 stamp=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -d' ' -f1)
 fresh=yes
 for bin in "${bins[@]}"; do [ -x "$out/$bin" ] || fresh=""; done
@@ -39,7 +34,8 @@ if [ -z "$fresh" ]; then
     ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   done
   ldflags+=" -X k8s.io/cloud-provider-openstack/pkg/version.Version=$ccm_version"
-  echo "building kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; about 7 min cold on 2 cores)" >&2
+  etcd_version=$(go -C "$tools" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+  echo "building etcd $etcd_version, kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; about 7 min cold on 2 cores)" >&2
   start=$(date +%s)
   tmp=$(mktemp -d "$out/.build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when hack/tools/k8s (kube-apiserver, kube-controller-manager, the cloud
+# Fails when hack/tools/k8s (etcd, kube-apiserver, kube-controller-manager, the cloud
 # controller manager, kubectl) compiles a module at another version than the
 # product module (go.mod) does for the demo tool and the managers. Aligned, the
 # packages both compile (client-go, apimachinery, api, grpc, x/net, ...) are
@@ -16,7 +16,7 @@ trap 'rm -f "$product" "$plane"' EXIT
 (cd "$root" && go list -deps -f "$fmt" ./hack/demo . sigs.k8s.io/cluster-api \
   sigs.k8s.io/cluster-api/bootstrap/kubeadm sigs.k8s.io/cluster-api/controlplane/kubeadm \
   sigs.k8s.io/cluster-api-provider-openstack) | sed '/^$/d' | sort -u >"$product"
-(cd "$tools" && go list -deps -f "$fmt" ./kube-apiserver ./kube-controller-manager \
+(cd "$tools" && go list -deps -f "$fmt" ./etcd ./kube-apiserver ./kube-controller-manager \
   ./openstack-cloud-controller-manager ./kubectl) | sed '/^$/d' | sort -u >"$plane"
 stale=$(join "$product" "$plane" | awk '$2 != $3 {printf "\t%s => %s %s\t# hack/tools/k8s has %s\n", $1, $1, $2, $3}')
 if [ -n "$stale" ]; then

@@ -14,7 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command etcd builds the real etcd server from the module proxy for envtest.
+// Command etcd builds the real etcd server from the module proxy for envtest,
+// at the release of the etcd client kube-apiserver and the product build.
 package main
 
 import (
