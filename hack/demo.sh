@@ -35,7 +35,7 @@ if [ "$cmd" = up ]; then
   fi
 fi
 
-say "demo tool: building (go build ./hack/demo, about 3 min cold); log _artifacts/demo/build.log"
+say "demo tool: building (go build ./hack/demo, about 6 min cold beside the test bed's apt-get); log _artifacts/demo/build.log"
 if ! go build -o bin/demo ./hack/demo >"$logs/build.log" 2>&1; then
   cat "$logs/build.log" >&2
   say "demo tool: build failed (above)" >&2
