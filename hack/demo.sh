@@ -5,8 +5,9 @@
 # progress line per step, and waits for each only when it needs it. The
 # Kubernetes binaries start building only then: the demo tool has compiled
 # most of the packages they share with it (hack/verify-k8s-build-list.sh), and
-# two builds of one package at once would both compile it. Every build's and apt's output goes to a log under
-# _artifacts/demo, shown whole when that step fails.
+# two builds of one package at once would both compile it. Every build's and
+# apt's output goes to a log under _artifacts/demo, shown whole when that step
+# fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -26,15 +26,15 @@ fresh=yes
 for bin in "${bins[@]}"; do [ -x "$out/$bin" ] || fresh=""; done
 [ "$(cat "$out/.k8s-stamp" 2>/dev/null)" = "$stamp" ] || fresh=""
 if [ -z "$fresh" ]; then
-  k8s_version=$(go -C "$tools" list -m -f '{{.Version}}' k8s.io/kubernetes)
-  ccm_version=$(go -C "$tools" list -m -f '{{.Version}}' k8s.io/cloud-provider-openstack)
+  versions=$(go -C "$tools" list -m -f '{{.Version}}' \
+    go.etcd.io/etcd/server/v3 k8s.io/kubernetes k8s.io/cloud-provider-openstack)
+  { read -r etcd_version; read -r k8s_version; read -r ccm_version; } <<<"$versions"
   minor=$(echo "$k8s_version" | cut -d. -f2)
   ldflags="-s -w"  # no DWARF: links take less time and memory (the plane is not debugged with dlv)
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   done
   ldflags+=" -X k8s.io/cloud-provider-openstack/pkg/version.Version=$ccm_version"
-  etcd_version=$(go -C "$tools" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
   echo "building etcd $etcd_version, kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; about 7 min cold on 2 cores)" >&2
   start=$(date +%s)
   tmp=$(mktemp -d "$out/.build.XXXXXX")
