@@ -80,6 +80,10 @@ type SharedNetworkReconciler struct {
 	// that watch label are reconciled (their status written); every one
 	// when empty.
 	WatchFilterValue string
+	// AuditVMIngress reads, with the facts, how many of the VM project's
+	// security group rules admit each subnet: the guardrails' VM-side
+	// report (WorkloadGuardrails feature), which they copy and never ask.
+	AuditVMIngress bool
 }
 
 // SetupWithManager registers the reconciler: SharedNetworks, their
@@ -254,6 +258,7 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		return reconcile.Result{}
 	case errors.As(err, &notOnNetwork):
 		// The facts of the subnets that are there stay useful; the condition says what is wrong.
+		r.readIngress(ctx, cloud, sn, &facts)
 		r.setFacts(sn, facts)
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonSubnetNotOnNetwork, err.Error())
 		return reconcile.Result{}
@@ -263,10 +268,30 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 		r.setReady(sn, metav1.ConditionFalse, sharednetv1.ReasonOpenStackUnavailable, err.Error())
 		return reconcile.Result{RequeueAfter: 30 * time.Second}
 	}
+	r.readIngress(ctx, cloud, sn, &facts)
 	r.setFacts(sn, facts)
 	r.setReady(sn, metav1.ConditionTrue, sharednetv1.ReasonFactsCurrent,
 		fmt.Sprintf("network %s: MTU %d, %d subnet(s) read from Neutron; %s", sn.Spec.NetworkID, facts.MTU, len(facts.Subnets), policiesMessage(facts.RBACPolicies)))
 	return reconcile.Result{}
+}
+
+// readIngress adds the VM-side audit to the facts: how many of the VM
+// project's security group rules admit each subnet, read once per resync
+// for every attachment's report (the guardrails copy it, they do not ask).
+// When the rules cannot be read, the last counts are kept: an outage says
+// nothing about the rules, and the facts the rules decide on are current.
+func (r *SharedNetworkReconciler) readIngress(ctx context.Context, cloud openstack.SecurityGroups, sn *sharednetv1.SharedNetwork, facts *sharednetv1.SharedNetworkStatus) {
+	if !r.AuditVMIngress {
+		return
+	}
+	for i := range facts.Subnets {
+		if last, ok := sn.Status.Subnet(facts.Subnets[i].ID); ok {
+			facts.Subnets[i].AdmittingIngressRules = last.AdmittingIngressRules
+		}
+	}
+	if err := networkfacts.Ingress(ctx, cloud, facts); err != nil {
+		ctrl.LoggerFrom(ctx).Info("cannot read the VM project's security group rules; each subnet keeps its last count", "sharedNetwork", sn.Name, "error", err.Error())
+	}
 }
 
 func (r *SharedNetworkReconciler) setFacts(sn *sharednetv1.SharedNetwork, facts sharednetv1.SharedNetworkStatus) {

@@ -67,7 +67,7 @@ func newNetworkStory(t *testing.T, objs ...client.Object) *networkStory {
 		WithStatusSubresource(&sharednetv1.SharedNetwork{}).WithIndex(&clusterv1.Cluster{}, consumers.SharedNetworkIndex, consumers.SharedNetworksOf).Build()
 	vm := &fakecloud.Project{Cloud: s.cloud, ID: "vm-project"}
 	s.vm = vm
-	s.r = &SharedNetworkReconciler{Client: s.client, Namespace: "capo-sharednet-system", Now: func() time.Time { return s.now },
+	s.r = &SharedNetworkReconciler{Client: s.client, Namespace: "capo-sharednet-system", Now: func() time.Time { return s.now }, AuditVMIngress: true,
 		Clouds: &fakecloud.Clouds{SharedNetworks: map[string]*fakecloud.Project{"vm": vm}}}
 	return s
 }

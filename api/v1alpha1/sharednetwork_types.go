@@ -232,6 +232,15 @@ type SubnetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LoadBalancerAddresses *int64 `json:"loadBalancerAddresses,omitempty"`
 
+	// admittingIngressRules counts the VM project's ingress security group
+	// rules whose remote IP prefix contains the whole subnet: the VMs take
+	// traffic from the nodes' shared-subnet addresses only through one.
+	// Unset when the credential may not list the rules. Every attachment on
+	// the subnet reports it in its status.vmIngress.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AdmittingIngressRules *int32 `json:"admittingIngressRules,omitempty"`
+
 	// gatewayIP is the subnet's gateway; unset when it has none. Nova hands
 	// a node a default route through it on its second interface, which the
 	// route script of the nodegroup's bootstrap configuration removes before

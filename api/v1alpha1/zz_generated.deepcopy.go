@@ -460,6 +460,11 @@ func (in *SubnetStatus) DeepCopyInto(out *SubnetStatus) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.AdmittingIngressRules != nil {
+		in, out := &in.AdmittingIngressRules, &out.AdmittingIngressRules
+		*out = new(int32)
+		**out = **in
+	}
 	if in.HostRoutes != nil {
 		in, out := &in.HostRoutes, &out.HostRoutes
 		*out = make([]HostRoute, len(*in))

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"sort"
 	"strings"
@@ -40,7 +39,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -91,14 +92,21 @@ func (r *Reconciler) workloadClient(ctx context.Context, cluster client.ObjectKe
 	return r.ClusterCache.GetClient(ctx, cluster)
 }
 
-// SetupWithManager registers the reconciler.
+// SetupWithManager registers the reconciler. Each watch passes only the
+// changes to what the guardrails read (everything else waits for the
+// poll): during an attach the attachment's and the Cluster's status change
+// dozens of times, and each reconcile asks the cluster's project for its
+// ports and writes the policy.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		WithOptions(options).
-		For(&clusterv1.Cluster{}, builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
-		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
-		})).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
+		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(clusterOfAttachment),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return guardedChanged(e.ObjectOld, e.ObjectNew) }})).
+		Watches(&sharednetv1.SharedNetwork{}, handler.EnqueueRequestsFromMapFunc(clustersOfConsumers),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return vmIngressChanged(e.ObjectOld, e.ObjectNew) }})).
 		// Reconcile as soon as the ClusterCache connects to a workload cluster, instead of at
 		// the next poll after a first "not connected".
 		WatchesRawSource(r.ClusterCache.GetClusterSource("workloadguardrails", func(_ context.Context, o client.Object) []reconcile.Request {
@@ -106,6 +114,63 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		})).
 		Named("workloadguardrails").
 		Complete(r)
+}
+
+func clusterOfAttachment(_ context.Context, o client.Object) []reconcile.Request {
+	a, ok := o.(*sharednetv1.SharedNetworkAttachment)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.ClusterName}}}
+}
+
+// clustersOfConsumers are the Clusters with a nodegroup on the SharedNetwork.
+func clustersOfConsumers(_ context.Context, o client.Object) []reconcile.Request {
+	sn, ok := o.(*sharednetv1.SharedNetwork)
+	if !ok {
+		return nil
+	}
+	seen := map[client.ObjectKey]bool{}
+	var out []reconcile.Request
+	for _, c := range sn.Status.Consumers {
+		key := client.ObjectKey{Namespace: c.Namespace, Name: c.Cluster}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
+// guardedChanged says whether an attachment changed in what the guardrails
+// read of it: not its phase, its other conditions, nor their own findings.
+func guardedChanged(old, updated client.Object) bool {
+	a, okOld := old.(*sharednetv1.SharedNetworkAttachment)
+	b, okNew := updated.(*sharednetv1.SharedNetworkAttachment)
+	if !okOld || !okNew {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(a.Labels, b.Labels) || !equality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+		!a.DeletionTimestamp.Equal(b.DeletionTimestamp) || a.ShareEstablished() != b.ShareEstablished() ||
+		!equality.Semantic.DeepEqual(a.Status.Nodes, b.Status.Nodes) || !equality.Semantic.DeepEqual(a.Status.LoadBalancers, b.Status.LoadBalancers)
+}
+
+// vmIngressChanged says whether a resync changed a subnet's count of the
+// VM project's rules that admit it: the report each attachment copies.
+func vmIngressChanged(old, updated client.Object) bool {
+	a, okOld := old.(*sharednetv1.SharedNetwork)
+	b, okNew := updated.(*sharednetv1.SharedNetwork)
+	if !okOld || !okNew {
+		return true
+	}
+	counts := func(sn *sharednetv1.SharedNetwork) map[string]*int32 {
+		out := map[string]*int32{}
+		for _, s := range sn.Status.Subnets {
+			out[s.ID] = s.AdmittingIngressRules
+		}
+		return out
+	}
+	return !equality.Semantic.DeepEqual(counts(a), counts(b))
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -207,7 +272,7 @@ type findings struct {
 // report writes on one attachment what the guardrails found.
 func (r *Reconciler) report(ctx context.Context, wc client.Client, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment, found findings) error {
 	nodes, nodesErr := nodeIssues(ctx, wc, a, found.clusterSubnet)
-	ingress, ingressRead := r.observeVMIngress(ctx, a, found.sharedNetworks)
+	ingress, ingressRead := observeVMIngress(ctx, a, found.sharedNetworks)
 	issues := append(append([]sharednetv1.WorkloadObjectIssue{}, found.misconfigured...), nodes...)
 	var unchecked []string
 	if len(found.unread) > 0 {
@@ -479,54 +544,39 @@ func NodeAddressViolation(addresses []corev1.NodeAddress, clusterCIDR netip.Pref
 	return ""
 }
 
-// observeVMIngress audits the VM project of the attachment's SharedNetwork
-// (sharedNetworks, read by params). read is false, and the last answer is
-// kept, when it cannot be asked; why is logged with the attachment.
-func (r *Reconciler) observeVMIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sharedNetworks map[string]*sharednetv1.SharedNetwork) (status sharednetv1.VMIngressStatus, read bool) {
+// observeVMIngress is the VM-side audit of the attachment's subnet, as the
+// SharedNetwork's last resync read it (sharedNetworks, read by params): the
+// guardrails copy it and never ask the VM project. read is false, and the
+// last answer is kept, when there is none yet; why is logged.
+func observeVMIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachment, sharedNetworks map[string]*sharednetv1.SharedNetwork) (status sharednetv1.VMIngressStatus, read bool) {
 	sn, ok := sharedNetworks[a.Spec.SharedNetwork]
 	if !ok {
 		return status, false // not read: WorkloadGuarded says so
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("attachment", klog.KObj(a), "sharedNetwork", sn.Name)
 	subnet, ok := sn.Status.Subnet(a.Spec.Subnet)
-	if !ok {
-		log.Info("cannot audit the VM project's security groups yet: the SharedNetwork's status has no facts of the subnet; keeping the last answer", "subnet", a.Spec.Subnet)
+	if !ok || subnet.AdmittingIngressRules == nil {
+		ctrl.LoggerFrom(ctx).V(4).Info("no count of the VM project's security group rules for the subnet yet (see the SharedNetwork's status); keeping the last answer",
+			"attachment", klog.KObj(a), "sharedNetwork", sn.Name, "subnet", a.Spec.Subnet)
 		return status, false
 	}
-	groups, err := r.Credentials.ForSharedNetwork(ctx, sn)
-	if err != nil {
-		log.Info("cannot open the VM project to audit its security groups; keeping the last answer", "error", err.Error())
-		return status, false
-	}
-	status, err = vmIngress(ctx, groups, subnet)
-	if err != nil {
-		log.Info("cannot audit the VM project's security groups; keeping the last answer", "error", err.Error())
-		return status, false
-	}
-	return status, true
+	return vmIngress(subnet), true
 }
 
 // vmIngress reports whether the VM project's security groups admit the
 // shared subnet (the seed: allow the shared subnet's range in the security
 // groups of the VMs the cluster should reach).
-func vmIngress(ctx context.Context, groups openstack.SecurityGroups, subnet sharednetv1.SubnetStatus) (sharednetv1.VMIngressStatus, error) {
-	cidr, err := netip.ParsePrefix(subnet.CIDR)
-	if err != nil {
-		return sharednetv1.VMIngressStatus{}, fmt.Errorf("subnet %s has CIDR %q in the SharedNetwork's status, which does not parse: %w", subnet.ID, subnet.CIDR, err)
-	}
-	rules, err := groups.IngressFrom(ctx, cidr)
-	if err != nil {
-		return sharednetv1.VMIngressStatus{}, err
-	}
-	status := sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused}
-	if len(rules) > 0 {
+func vmIngress(subnet sharednetv1.SubnetStatus) sharednetv1.VMIngressStatus {
+	status := sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused, AdmittingRules: ptr.To(*subnet.AdmittingIngressRules)}
+	if *subnet.AdmittingIngressRules > 0 {
 		status.Admission = sharednetv1.VMIngressAdmitted
+		return status
 	}
-	status.AdmittingRules = ptr.To(int32(min(len(rules), math.MaxInt32)))
-	if status.Admission != sharednetv1.VMIngressAdmitted {
-		status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", subnet.IPVersion, cidr)
+	ether := 4
+	if subnet.IPVersion == 6 {
+		ether = 6
 	}
-	return status, nil
+	status.Suggestion = fmt.Sprintf("openstack security group rule create --ingress --ethertype IPv%d --remote-ip %s <security group of the VMs the cluster should reach>", ether, subnet.CIDR)
+	return status
 }
 
 // markInstalled records on the Cluster that its workload cluster holds the

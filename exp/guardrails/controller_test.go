@@ -18,7 +18,6 @@ package guardrails
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 
@@ -40,7 +39,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
-	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 )
@@ -77,7 +75,7 @@ func newWorld(t *testing.T, attached bool, workload ...client.Object) *world {
 	osc := &infrav1.OpenStackCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
 		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{Subnets: []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}}}}}
 	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{NetworkID: "vm-net", Subnets: []string{sharedSubnet}},
-		Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: sharedSubnet, CIDR: "172.16.5.0/24", IPVersion: 4}}}}
+		Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: sharedSubnet, CIDR: "172.16.5.0/24", IPVersion: 4, AdmittingIngressRules: ptr.To(int32(0))}}}}
 	a := &sharednetv1.SharedNetworkAttachment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a"), Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
 		Spec:       sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: sharedSubnet},
@@ -387,25 +385,99 @@ func TestAFailedReadOnTheFirstInstallInstallsWhatWasRead(t *testing.T) {
 	}
 }
 
-// The VM project's security group and rule IDs stay the VM project's: the
-// attachment, in the cluster owner's namespace, counts the rules that admit
-// the shared subnet and names none.
-func TestVMIngressCountsTheRulesWithoutNamingThem(t *testing.T) {
+// The VM-side report comes from the SharedNetwork's status, read once per
+// its resync: the guardrails never ask the VM project, however often they
+// reconcile. The attachment, in the cluster owner's namespace, gets a count
+// and names no rule.
+func TestVMIngressIsCopiedFromTheSharedNetworkWithoutAskingTheVMProject(t *testing.T) {
 	g := NewWithT(t)
 	w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
-	w.clouds.SharedNetworks["vm"].IngressRules = []openstack.IngressRule{
-		{ID: "rule-0a1b", SecurityGroupID: "sg-vm-db", RemoteIPPrefix: "172.16.0.0/16"},
-		{ID: "rule-2c3d", SecurityGroupID: "sg-vm-web", RemoteIPPrefix: "172.16.5.0/24"},
-		{ID: "rule-narrow", SecurityGroupID: "sg-vm-web", RemoteIPPrefix: "172.16.5.0/25"},
-	}
 	w.reconcile()
 	in := w.attachment().Status.VMIngress
+	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressRefused))
+	g.Expect(in.Suggestion).To(Equal("openstack security group rule create --ingress --ethertype IPv4 --remote-ip 172.16.5.0/24 <security group of the VMs the cluster should reach>"))
+
+	w.setAdmittingRules(ptr.To(int32(2))) // the VM project added rules; its resync counted them
+	w.reconcile()
+	in = w.attachment().Status.VMIngress
 	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
-	g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(2)), "a rule for part of the subnet does not admit it")
+	g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(2)))
 	g.Expect(in.Suggestion).To(BeEmpty())
-	raw, err := json.Marshal(w.attachment().Status)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, id := range []string{"rule-0a1b", "rule-2c3d", "sg-vm-db", "sg-vm-web"} {
-		g.Expect(string(raw)).NotTo(ContainSubstring(id))
+
+	w.setAdmittingRules(nil) // the credential may no longer list them
+	w.reconcile()
+	g.Expect(w.attachment().Status.VMIngress.Admission).To(Equal(sharednetv1.VMIngressAdmitted), "no count: the last answer is kept")
+	g.Expect(w.cloud.Calls["IngressRules"]).To(BeZero(), "the guardrails never ask the VM project")
+}
+
+func (w *world) setAdmittingRules(n *int32) {
+	w.t.Helper()
+	sn := &sharednetv1.SharedNetwork{}
+	if err := w.mgmt.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn); err != nil {
+		w.t.Fatal(err)
 	}
+	sn.Status.Subnets[0].AdmittingIngressRules = n
+	if err := w.mgmt.Update(context.Background(), sn); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// An attach changes the attachment's phase, conditions and counts dozens of
+// times: only a change to what the guardrails read starts a reconcile (each
+// asks the cluster's project for its ports and writes the policy).
+func TestOnlyWhatTheGuardrailsReadWakesThem(t *testing.T) {
+	base := newWorld(t, false).attachment()
+	for _, tc := range []struct {
+		name   string
+		change func(a *sharednetv1.SharedNetworkAttachment)
+		wakes  bool
+	}{
+		{"phase", func(a *sharednetv1.SharedNetworkAttachment) { a.Status.Phase = sharednetv1.PhaseRollingOut }, false},
+		{"a condition", func(a *sharednetv1.SharedNetworkAttachment) {
+			conditions.Set(a, metav1.Condition{Type: sharednetv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "RollingOut"})
+		}, false},
+		{"attached nodes count", func(a *sharednetv1.SharedNetworkAttachment) { a.Status.AttachedNodes = ptr.To(int32(1)) }, false},
+		{"their own findings", func(a *sharednetv1.SharedNetworkAttachment) {
+			a.Status.VMIngress = sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused}
+			a.Status.Workload.Policy = sharednetv1.WorkloadPolicyInstalled
+			conditions.Set(a, metav1.Condition{Type: sharednetv1.WorkloadGuardedCondition, Status: metav1.ConditionTrue, Reason: sharednetv1.ReasonGuarded})
+		}, false},
+		{"share established", func(a *sharednetv1.SharedNetworkAttachment) {
+			a.Status.Share = &sharednetv1.Share{ProjectID: "p", RBACPolicyID: "rbac-1"}
+		}, true},
+		{"a node's shared address", func(a *sharednetv1.SharedNetworkAttachment) { a.Status.Nodes[0].Address = "172.16.5.12" }, true},
+		{"a load balancer", func(a *sharednetv1.SharedNetworkAttachment) {
+			a.Status.LoadBalancers = []sharednetv1.LoadBalancer{{Name: "kube_service_x", VIP: "172.16.5.20"}}
+		}, true},
+		{"deletion", func(a *sharednetv1.SharedNetworkAttachment) { a.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+		{"the subnet", func(a *sharednetv1.SharedNetworkAttachment) { a.Spec.Subnet = "other" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.change(updated)
+			NewWithT(t).Expect(guardedChanged(base, updated)).To(Equal(tc.wakes))
+		})
+	}
+}
+
+// A resync wakes the guardrails of the SharedNetwork's Clusters, once each,
+// only when a subnet's count of admitting rules changed.
+func TestAResyncWakesTheConsumersOnlyWhenTheVMSideChanged(t *testing.T) {
+	g := NewWithT(t)
+	old := &sharednetv1.SharedNetwork{Status: sharednetv1.SharedNetworkStatus{
+		Subnets: []sharednetv1.SubnetStatus{{ID: "s1", AdmittingIngressRules: ptr.To(int32(0)), FreeAddresses: ptr.To(int64(10))}},
+		Consumers: []sharednetv1.Consumer{
+			{Namespace: "team-a", Cluster: "demo", MachineDeployment: "md-a"},
+			{Namespace: "team-a", Cluster: "demo", MachineDeployment: "md-b"},
+			{Namespace: "team-b", Cluster: "demo", MachineDeployment: "md-a"},
+		}}}
+	fewer := old.DeepCopy()
+	fewer.Status.Subnets[0].FreeAddresses = ptr.To(int64(9))
+	g.Expect(vmIngressChanged(old, fewer)).To(BeFalse(), "another fact")
+	admitted := old.DeepCopy()
+	admitted.Status.Subnets[0].AdmittingIngressRules = ptr.To(int32(1))
+	g.Expect(vmIngressChanged(old, admitted)).To(BeTrue())
+	g.Expect(clustersOfConsumers(context.Background(), admitted)).To(ConsistOf(
+		reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}},
+		reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-b", Name: "demo"}}))
 }

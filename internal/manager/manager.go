@@ -329,6 +329,7 @@ func (m *Manager) SetupSharedNetworkController() error {
 		Recorder:         m.recorder(),
 		WatchFilterValue: m.opts.WatchFilterValue,
 		Clouds:           m.Credentials,
+		AuditVMIngress:   m.opts.WorkloadGuardrails,
 	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.SharedNetworks)); err != nil {
 		return fmt.Errorf("setting up the SharedNetwork controller: %w", err)
 	}

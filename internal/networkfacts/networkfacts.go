@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"sort"
 
@@ -126,6 +127,34 @@ func rbacPolicies(ctx context.Context, cloud Cloud) (sharednetv1.QuotaUsage, err
 		return sharednetv1.QuotaUsage{}, err
 	}
 	return sharednetv1.QuotaUsage{Used: ptr.To(clamp32(q.Used + q.Reserved)), Limit: ptr.To(clamp32(max(q.Limit, -1)))}, nil
+}
+
+// Ingress sets each subnet's AdmittingIngressRules from the VM project's
+// ingress security group rules, in one request whatever the number of
+// subnets. It is the VM-side audit, read on the SharedNetwork's resync
+// beside the facts, not one of them: admission never waits for it. Rules the
+// credential may not list leave the counts unset; any other error leaves
+// them as they were and is returned.
+func Ingress(ctx context.Context, groups openstack.SecurityGroups, facts *sharednetv1.SharedNetworkStatus) error {
+	rules, err := groups.IngressRules(ctx)
+	var notReadable *openstack.NotReadableError
+	switch {
+	case errors.As(err, &notReadable):
+		for i := range facts.Subnets {
+			facts.Subnets[i].AdmittingIngressRules = nil
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	for i, s := range facts.Subnets {
+		cidr, err := netip.ParsePrefix(s.CIDR)
+		if err != nil {
+			return fmt.Errorf("subnet %s has CIDR %q, which does not parse: %w", s.ID, s.CIDR, err)
+		}
+		facts.Subnets[i].AdmittingIngressRules = ptr.To(clamp32(openstack.Admitting(rules, cidr)))
+	}
+	return nil
 }
 
 func clamp32(n int) int32 { return int32(min(n, math.MaxInt32)) }

@@ -18,16 +18,24 @@ package openstack
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/netip"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/rules"
 )
 
 // SecurityGroups audits the VM project's security groups: which ingress rules
-// let the shared subnet in (the VMs must accept traffic from the nodes'
-// shared-subnet addresses). Used with the VM project's credential.
+// let a shared subnet in (the VMs must accept traffic from the nodes'
+// shared-subnet addresses). Used with the VM project's credential, once per
+// SharedNetwork resync.
 type SecurityGroups interface {
-	IngressFrom(ctx context.Context, cidr netip.Prefix) ([]IngressRule, error)
+	// IngressRules are the project's ingress rules that admit a range (a
+	// remote IP prefix), of both IP versions, in one request; a
+	// *NotReadableError when the cloud's policy does not let the credential
+	// list them, or Neutron has no security groups.
+	IngressRules(ctx context.Context) ([]IngressRule, error)
 }
 
 // IngressRule is one security group rule that admits a range.
@@ -37,16 +45,30 @@ type IngressRule struct {
 	PortRangeMin, PortRangeMax    int
 }
 
-// IngressFrom implements SecurityGroups: the project's ingress rules whose
-// remote prefix contains the whole cidr, for its IP version.
-func (s *Session) IngressFrom(ctx context.Context, cidr netip.Prefix) ([]IngressRule, error) {
-	ether := "IPv4"
-	if cidr.Addr().Is6() {
-		ether = "IPv6"
+// Admits says whether the rule lets the whole of cidr in: its remote prefix
+// contains it (a rule for part of a subnet admits only some of its nodes).
+func (r IngressRule) Admits(cidr netip.Prefix) bool {
+	remote, err := netip.ParsePrefix(r.RemoteIPPrefix)
+	return err == nil && remote.Addr().Is4() == cidr.Addr().Is4() && remote.Bits() <= cidr.Bits() && remote.Masked().Contains(cidr.Masked().Addr())
+}
+
+// Admitting counts the rules that admit the whole of cidr.
+func Admitting(rules []IngressRule, cidr netip.Prefix) int {
+	n := 0
+	for _, r := range rules {
+		if r.Admits(cidr) {
+			n++
+		}
 	}
+	return n
+}
+
+// IngressRules implements SecurityGroups.
+func (s *Session) IngressRules(ctx context.Context) ([]IngressRule, error) {
+	const what = "listing ingress security group rules"
 	var all []rules.SecGroupRule
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := rules.List(s.network, rules.ListOpts{Direction: "ingress", EtherType: ether, ProjectID: s.projectID}).AllPages(ctx)
+		pages, err := rules.List(s.network, rules.ListOpts{Direction: string(rules.DirIngress), ProjectID: s.projectID}).AllPages(ctx)
 		if err != nil {
 			return err
 		}
@@ -54,20 +76,17 @@ func (s *Session) IngressFrom(ctx context.Context, cidr netip.Prefix) ([]Ingress
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(err, "listing ingress security group rules")
+		if gophercloud.ResponseCodeIs(err, http.StatusForbidden) || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			return nil, &NotReadableError{What: fmt.Sprintf("project %s: the ingress security group rules", s.projectID)}
+		}
+		return nil, s.wrap(err, what)
 	}
 	var out []IngressRule
 	for _, r := range all {
 		if r.RemoteIPPrefix == "" {
 			continue // remote group rules admit members of a group, not a range
 		}
-		p, err := netip.ParsePrefix(r.RemoteIPPrefix)
-		if err != nil {
-			continue
-		}
-		if p.Masked().Contains(cidr.Masked().Addr()) && p.Bits() <= cidr.Bits() {
-			out = append(out, IngressRule{ID: r.ID, SecurityGroupID: r.SecGroupID, Protocol: r.Protocol, RemoteIPPrefix: r.RemoteIPPrefix, PortRangeMin: r.PortRangeMin, PortRangeMax: r.PortRangeMax})
-		}
+		out = append(out, IngressRule{ID: r.ID, SecurityGroupID: r.SecGroupID, Protocol: r.Protocol, RemoteIPPrefix: r.RemoteIPPrefix, PortRangeMin: r.PortRangeMin, PortRangeMax: r.PortRangeMax})
 	}
 	return out, nil
 }

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -202,9 +203,12 @@ type Project struct {
 	OpenStackCluster *infrav1.OpenStackCluster
 	// PortQuota is the project's port quota; unlimited when nil.
 	PortQuota *openstack.Quota
-	// IngressRules are the project's security group rules that admit a
-	// range; IngressFrom returns those whose remote prefix contains it.
-	IngressRules []openstack.IngressRule
+	// SecurityGroupRules are the project's ingress security group rules
+	// that admit a range (a remote IP prefix).
+	SecurityGroupRules []openstack.IngressRule
+	// SecurityGroupRulesHidden: the cloud's policy does not let the project
+	// list its security group rules.
+	SecurityGroupRulesHidden bool
 	// RBACPolicyLimit is the project's quota of RBAC policies (each share
 	// made with its credential uses one, as in Neutron); unlimited when nil.
 	RBACPolicyLimit *int
@@ -447,19 +451,16 @@ func (p *Project) PortIDsOnNetwork(_ context.Context, networkID string) ([]strin
 	return ids, nil
 }
 
-// IngressFrom implements openstack.SecurityGroups: the IngressRules whose
-// remote prefix contains cidr.
-func (p *Project) IngressFrom(_ context.Context, cidr netip.Prefix) ([]openstack.IngressRule, error) {
-	if err := p.Cloud.call("IngressFrom"); err != nil {
+// IngressRules implements openstack.SecurityGroups: SecurityGroupRules, or
+// a *NotReadableError when SecurityGroupRulesHidden.
+func (p *Project) IngressRules(context.Context) ([]openstack.IngressRule, error) {
+	if err := p.Cloud.call("IngressRules"); err != nil {
 		return nil, err
 	}
-	var out []openstack.IngressRule
-	for _, r := range p.IngressRules {
-		if remote, err := netip.ParsePrefix(r.RemoteIPPrefix); err == nil && remote.Bits() <= cidr.Bits() && remote.Contains(cidr.Addr()) {
-			out = append(out, r)
-		}
+	if p.SecurityGroupRulesHidden {
+		return nil, &openstack.NotReadableError{What: "the ingress security group rules"}
 	}
-	return out, nil
+	return slices.Clone(p.SecurityGroupRules), nil
 }
 
 // Clouds is a fake credentials.Clouds: each Cluster (by namespace/name) and
