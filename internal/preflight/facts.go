@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -284,20 +285,46 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 		g.n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the change cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return false, nil
 	}
-	if g.project, g.n.ForeignCloud, g.n.CannotAsk = c.sameCloud(ctx, g.res.SharedNetwork, cloud); g.n.ForeignCloud != "" || g.n.CannotAsk != "" {
+	// The three questions go out at once: none needs another's answer, and
+	// each is a round trip to a cloud (a third of a second on a busy one)
+	// on the path of both the admission and the share. The answers are
+	// judged in the order they were always asked, so a refusal reads the
+	// same; an MTU and a quota read from a project that turns out foreign
+	// are the tenant's own and are dropped.
+	var (
+		wg                    sync.WaitGroup
+		foreign, cannotVerify string
+		mtu                   int
+		mtuErr, quotaErr      error
+		free                  *int
+	)
+	readMTU := osc.Status.Network != nil && osc.Status.Network.ID != ""
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		g.project, foreign, cannotVerify = c.sameCloud(ctx, g.res.SharedNetwork, cloud)
+	}()
+	go func() {
+		defer wg.Done()
+		free, quotaErr = portQuotaFree(ctx, cloud)
+	}()
+	if readMTU {
+		mtu, mtuErr = networkMTU(ctx, cloud, osc.Status.Network.ID)
+	}
+	wg.Wait()
+	if g.n.ForeignCloud, g.n.CannotAsk = foreign, cannotVerify; foreign != "" || cannotVerify != "" {
+		g.project = ""
 		return false, nil
 	}
-	if osc.Status.Network != nil && osc.Status.Network.ID != "" {
-		mtu, err := networkMTU(ctx, cloud, osc.Status.Network.ID)
-		if err != nil {
-			g.n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", err)
+	if readMTU {
+		if mtuErr != nil {
+			g.n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", mtuErr)
 			return false, nil
 		}
 		g.n.ClusterMTU = mtu
 	}
-	free, err := portQuotaFree(ctx, cloud)
-	if err != nil {
-		g.n.CannotAsk = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", err)
+	if quotaErr != nil {
+		g.n.CannotAsk = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", quotaErr)
 		return false, nil
 	}
 	g.n.PortQuotaFree = free

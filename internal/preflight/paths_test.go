@@ -19,6 +19,7 @@ package preflight
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,4 +347,44 @@ func ask(c *Checker, a Ask, cluster *clusterv1.Cluster) error {
 		return errors.New(d.Waiting)
 	}
 	return d.Err()
+}
+
+// The cluster's project is asked its three questions (does the
+// SharedNetwork's Keystone vouch for its token, its network's MTU, its port
+// quota) at once: each is a round trip to a cloud on the path of both the
+// admission and the share, and none needs another's answer. Each fake call
+// here waits until the other two were made: asked one after another, the
+// first waits in vain and the decision says it cannot verify.
+func TestTheClusterProjectIsAskedItsQuestionsAtOnce(t *testing.T) {
+	for name, ask := range map[string]Ask{"admission": Attach, "before the share": BeforeShare} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			w := newWorld(t)
+			w.running(1450)
+			var mu sync.Mutex
+			asked, all := 0, make(chan struct{})
+			w.cloud.Fail = func(method string) error {
+				switch method {
+				case "ProjectOfToken", "Network", "Ports":
+				default:
+					return nil
+				}
+				mu.Lock()
+				if asked++; asked == 3 {
+					close(all)
+				}
+				mu.Unlock()
+				select {
+				case <-all:
+					return nil
+				case <-time.After(5 * time.Second):
+					return errors.New(method + " was asked alone: the other questions waited for its answer")
+				}
+			}
+			d, err := w.checker().Decide(context.Background(), Question{Ask: ask, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Refusal).To(BeEmpty())
+			g.Expect(d.Project).To(Equal("cluster-project"), "vouched for by the SharedNetwork's Keystone")
+		})
+	}
 }
