@@ -110,30 +110,34 @@ func (s *Session) listShares(ctx context.Context, networkID, projectID string) (
 	return out, nil
 }
 
-// Share implements Sharer. A create whose answer was lost is found by the
-// next lookup instead of being made twice; Neutron also refuses a duplicate
-// policy (409), which is read as "it exists".
+// Share implements Sharer. It creates first: an attach's share is new
+// almost always, and this request is on the path to the nodegroup's
+// rollout. Neutron refuses a duplicate policy (409), and a create whose
+// answer was lost may have been made: both are then looked up instead of
+// made twice. A quota refusal is looked up too (Neutron counts the quota
+// before it finds the duplicate), so a share that exists is never reported
+// over quota.
 func (s *Session) Share(ctx context.Context, networkID, projectID string) (string, error) {
 	var lastErr error
 	for range s.retry.attempts {
-		id, err := s.FindShare(ctx, networkID, projectID)
-		if err != nil {
-			return "", err
-		}
-		if id != "" {
-			return id, nil
-		}
 		policy, err := rbacpolicies.Create(ctx, s.network, rbacpolicies.CreateOpts{
 			ObjectType: "network", ObjectID: networkID, Action: rbacpolicies.ActionAccessShared, TargetTenant: projectID,
 		}).Extract()
 		if err == nil {
 			return policy.ID, nil
 		}
-		if overQuota(err) {
-			return "", &OverQuotaError{Err: s.wrap(err, "sharing network %s with project %s", networkID, projectID)}
-		}
 		if !transient(err) && !gophercloud.ResponseCodeIs(err, http.StatusConflict) {
 			return "", s.wrap(err, "sharing network %s with project %s", networkID, projectID)
+		}
+		id, findErr := s.FindShare(ctx, networkID, projectID)
+		if findErr != nil {
+			return "", findErr
+		}
+		if id != "" {
+			return id, nil
+		}
+		if overQuota(err) {
+			return "", &OverQuotaError{Err: s.wrap(err, "sharing network %s with project %s", networkID, projectID)}
 		}
 		lastErr = err
 	}
