@@ -399,16 +399,23 @@ func (s *authorityStory) switchIdentity(id string) {
 	s.clouds.Clusters["team-a/demo"] = &fakecloud.Project{Cloud: s.cloud, ID: id, OpenStackCluster: old.OpenStackCluster}
 }
 
-// resync is the SharedNetwork controller's next write of the facts: the
-// attachment controller observes attached nodegroups again.
+// resync is the SharedNetwork controller's next write of the facts, with
+// the network's shares as the cloud has them: the attachment controller
+// observes attached nodegroups again.
 func (s *authorityStory) resync() {
 	s.t.Helper()
 	sn := &sharednetv1.SharedNetwork{}
 	if err := s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn); err != nil {
 		s.t.Fatal(err)
 	}
-	now := metav1.Now()
-	sn.Status.LastRefreshTime = &now
+	// A second later than the last one: the time is kept to the second.
+	later := metav1.NewTime(sn.Status.LastRefreshTime.Add(time.Second))
+	sn.Status.LastRefreshTime, sn.Status.Shares = &later, nil
+	for policy, share := range s.cloud.Shares() {
+		if share[0] == sn.Spec.NetworkID {
+			sn.Status.Shares = append(sn.Status.Shares, sharednetv1.Share{ProjectID: share[1], RBACPolicyID: policy})
+		}
+	}
 	if err := s.client.Status().Update(context.Background(), sn); err != nil {
 		s.t.Fatal(err)
 	}

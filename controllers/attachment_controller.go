@@ -88,12 +88,14 @@ type AttachmentReconciler struct {
 	// reconciled; every one when empty.
 	WatchFilterValue string
 
-	// observed holds, per attachment UID, the resourceVersion of the
-	// SharedNetwork its cloud observations (load balancers, CloudFits) were
-	// made at. An Attached nodegroup is observed again when the SharedNetwork
-	// is written again (each resync), not on every reconcile its machines'
-	// events cause: at scale those calls would grow with the events. Lost
-	// with the process: a new leader observes each attachment once.
+	// observed holds, per attachment UID, the SharedNetwork's
+	// status.lastRefreshTime its cloud observations (load balancers,
+	// CloudFits, the project) were made at. An Attached nodegroup is observed
+	// again when the SharedNetwork's facts are read again (each resync), not
+	// on every reconcile its machines' events cause nor on every other write
+	// of the SharedNetwork (its consumers, its conditions): at scale those
+	// calls would grow with the events. Lost with the process: a new leader
+	// observes each attachment once.
 	observed sync.Map
 	// networks holds a *sync.Mutex per shared network: its shares are made
 	// and released one at a time (the workers reconcile Clusters at once).

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -53,20 +54,25 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 	a.Status.DesiredNodes = ptr.To(rollout.Desired)
 	a.Status.AttachedNodes = ptr.To(int32(len(rollout.Nodes)))
 	a.Status.Nodes = rollout.Nodes
-	// The cloud is observed again when the SharedNetwork was written since
-	// the last look (each resync), and once more as the nodegroup becomes
-	// Attached; not on every reconcile its machines' events cause, while it
-	// rolls out or once Attached (a 2-node rollout is some sixty reconciles).
+	// The cloud is observed again when the SharedNetwork's facts were read
+	// since the last look (each resync), and once more as the nodegroup
+	// becomes Attached; not on every reconcile its machines' events cause,
+	// while it rolls out or once Attached (a 2-node rollout is some sixty
+	// reconciles), nor when only the SharedNetwork's consumers changed.
 	last, ok := r.observed.Load(a.UID)
+	refreshed := ""
+	if t := s.sn.Status.LastRefreshTime; t != nil {
+		refreshed = t.UTC().Format(time.RFC3339Nano)
+	}
 	becomingAttached := rollout.Attached(m.carries) && a.Status.Phase != sharednetv1.PhaseAttached
 	if facts, known := s.sn.Status.Subnet(a.Spec.Subnet); known {
 		a.Status.SubnetLoadBalancerAddresses = facts.LoadBalancerAddresses
 	}
-	if !ok || last != s.sn.ResourceVersion || becomingAttached {
+	if !ok || last != refreshed || becomingAttached {
 		r.observeLoadBalancers(ctx, cluster, a)
 		r.observeCloudFits(ctx, s)
 		r.observeProject(ctx, s)
-		r.observed.Store(a.UID, s.sn.ResourceVersion)
+		r.observed.Store(a.UID, refreshed)
 	}
 	if rollout.Attached(m.carries) {
 		a.Status.Phase = sharednetv1.PhaseAttached

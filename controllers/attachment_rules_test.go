@@ -42,6 +42,7 @@ func (s *authorityStory) setSharedNetworkMTU(mtu int32) {
 	if err := s.client.Status().Update(context.Background(), sn); err != nil {
 		s.t.Fatal(err)
 	}
+	s.resync() // what a resync that read a new MTU writes
 }
 
 // A Cluster created with the variable: admission could not know its

@@ -475,6 +475,13 @@ func TestAnAttachedNodegroupAsksTheCloudOncePerResync(t *testing.T) {
 	}
 	g.Expect(s.cloudCalls()).To(Equal(before), "steady state: no OpenStack call per reconcile")
 
+	sn := &sharednetv1.SharedNetwork{}
+	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn)).To(Succeed())
+	sn.Status.Consumers = append(sn.Status.Consumers, sharednetv1.Consumer{Namespace: "team-b", Cluster: "other", MachineDeployment: "md-a", Subnet: "s"})
+	g.Expect(s.client.Status().Update(context.Background(), sn)).To(Succeed()) // another nodegroup attached: no resync
+	s.reconcile()
+	g.Expect(s.cloudCalls()).To(Equal(before), "the SharedNetwork's consumers changed, not its facts: nothing to observe again")
+
 	s.setSharedNetworkMTU(1400) // what a resync that read a new MTU writes
 	s.reconcile()
 	g.Expect(s.cloudCalls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
