@@ -28,18 +28,21 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 )
 
 // rolloutTrace follows one nodegroup from a Cluster update until every
-// machine it had is deleted and as many new ones are Running, polling the
-// management API server every 200 ms. Each milestone is recorded the first
-// time a poll sees it, so a time is at most one poll late (the same for an
-// attach and for an inline patch rollout measured this way).
+// machine it had is deleted and as many new ones are Running. The first
+// seconds (the nudge, the attachment, the new template and MachineSet) are
+// marked from watches, as the API server sends each change; the machines,
+// which take tens of seconds, by polling every 200 ms (at most one poll
+// late). The same for an attach and for an inline patch rollout.
 type rolloutTrace struct {
 	begin time.Time
 	done  chan struct{}
@@ -85,11 +88,38 @@ func traceRollout(ctx context.Context, ns, cluster, topology string, old []plane
 	hadAttachment := attachment != nil
 
 	t := &rolloutTrace{begin: time.Now(), done: make(chan struct{}), seen: map[string]bool{}}
+	t.watch(ctx, &clusterv1.ClusterList{}, func(o client.Object) {
+		if o.GetName() == cluster && o.GetAnnotations()[sharedAnnotation(topology)] != nudge {
+			t.mark("Cluster annotated by the extension (nudge)")
+		}
+	}, client.InNamespace(ns))
+	t.watch(ctx, &sharednetv1.SharedNetworkAttachmentList{}, func(o client.Object) {
+		a, ok := o.(*sharednetv1.SharedNetworkAttachment)
+		if !ok || a.Name != sharednetv1.AttachmentName(cluster, topology) {
+			return
+		}
+		if !hadAttachment {
+			t.mark("attachment created")
+		}
+		if !shared && a.ShareEstablished() {
+			t.mark("share made (attachment status.share)")
+		}
+	}, client.InNamespace(ns))
+	t.watch(ctx, &clusterv1.MachineDeploymentList{}, func(o client.Object) {
+		if md, ok := o.(*clusterv1.MachineDeployment); ok && md.Spec.Template.Spec.InfrastructureRef.Name != template {
+			t.mark("MachineDeployment on a new OpenStackMachineTemplate")
+		}
+	}, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topology})
+	t.watch(ctx, &clusterv1.MachineSetList{}, func(o client.Object) {
+		if !oldSets[o.GetName()] {
+			t.mark("new MachineSet")
+		}
+	}, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name})
 	go func() {
 		defer GinkgoRecover()
 		defer close(t.done)
 		for {
-			if t.poll(ctx, key, topology, md.Name, nudge, template, oldSets, oldMachines, want, hadAttachment, shared) {
+			if t.poll(ctx, key, topology, oldMachines, want) {
 				return
 			}
 			select {
@@ -105,6 +135,39 @@ func traceRollout(ctx context.Context, ns, cluster, topology string, old []plane
 	return t
 }
 
+// watcher watches the management API server for the traces.
+var watcher = sync.OnceValues(func() (client.WithWatch, error) {
+	return client.NewWithWatch(pl.Config, client.Options{Scheme: pl.Client.Scheme()})
+})
+
+// watch calls mark with each object list's kind sends until the trace is
+// done; the watch is open when it returns, so nothing after it is missed
+// (the objects that exist come first, as ADDED).
+func (t *rolloutTrace) watch(ctx context.Context, list client.ObjectList, mark func(client.Object), opts ...client.ListOption) {
+	GinkgoHelper()
+	c, err := watcher()
+	Expect(err).NotTo(HaveOccurred())
+	w, err := c.Watch(ctx, list, opts...)
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer GinkgoRecover()
+		defer w.Stop()
+		for {
+			select {
+			case <-t.done:
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				if o, isObject := ev.Object.(client.Object); isObject && ev.Type != watch.Error {
+					mark(o)
+				}
+			}
+		}
+	}()
+}
+
 // mark records what the first time it is seen.
 func (t *rolloutTrace) mark(what string) {
 	t.mu.Lock()
@@ -115,32 +178,8 @@ func (t *rolloutTrace) mark(what string) {
 	}
 }
 
-// poll looks once; true when the rollout is over.
-func (t *rolloutTrace) poll(ctx context.Context, key client.ObjectKey, topology, mdName, nudge, template string, oldSets, oldMachines map[string]bool,
-	want int, hadAttachment, shared bool) bool {
-	c := &clusterv1.Cluster{}
-	if err := pl.Client.Get(ctx, key, c); err == nil && c.Annotations[sharedAnnotation(topology)] != nudge {
-		t.mark("Cluster annotated by the extension (nudge)")
-	}
-	if a, err := pl.Attachment(ctx, key.Namespace, key.Name, topology); err == nil && a != nil {
-		if !hadAttachment {
-			t.mark("attachment created")
-		}
-		if !shared && a.ShareEstablished() {
-			t.mark("share made (attachment status.share)")
-		}
-	}
-	mds := &clusterv1.MachineDeploymentList{}
-	if err := pl.Client.List(ctx, mds, client.InNamespace(key.Namespace), client.MatchingLabels{
-		clusterv1.ClusterNameLabel: key.Name, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topology,
-	}); err == nil && len(mds.Items) == 1 && mds.Items[0].Spec.Template.Spec.InfrastructureRef.Name != template {
-		t.mark("MachineDeployment on a new OpenStackMachineTemplate")
-	}
-	for _, ms := range machineSets(ctx, key.Namespace, mdName) {
-		if !oldSets[ms] {
-			t.mark("new MachineSet")
-		}
-	}
+// poll looks at the machines once; true when the rollout is over.
+func (t *rolloutTrace) poll(ctx context.Context, key client.ObjectKey, topology string, oldMachines map[string]bool, want int) bool {
 	machines, err := pl.Machines(ctx, key.Namespace, key.Name, topology)
 	if err != nil {
 		return false
@@ -184,6 +223,18 @@ func (t *rolloutTrace) wait(timeout time.Duration) time.Duration {
 	defer t.mu.Unlock()
 	Expect(t.err).NotTo(HaveOccurred())
 	return t.took
+}
+
+// at is when what was first seen.
+func (t *rolloutTrace) at(what string) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.marks {
+		if m.what == what {
+			return m.at, true
+		}
+	}
+	return 0, false
 }
 
 // String lists the milestones in order: "+1.2s what, ...".
