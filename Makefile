@@ -62,6 +62,10 @@ run: ## Run the manager against the cluster of $KUBECONFIG (webhook certs in $(C
 bench: ## Run the benchmarks of docs/performance.md (hooks, admission at scale, manager memory), each against a baseline of the same run; prints one table.
 	./hack/bench.sh
 
+.PHONY: bench-scale
+bench-scale: ## The curve of docs/performance.md: memory, admission and requests at 100-2,000 Clusters (about 40 minutes); rewrites its table and plot.
+	./hack/bench-scale.sh
+
 .PHONY: testbed
 testbed: ## Install (once, as root) and start the OpenStack test bed on 127.0.0.1; prints clouds.yaml's path.
 	hack/openstack-testbed/testbed.sh install

@@ -20,7 +20,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,13 +225,34 @@ func (w *scaleWorld) calls() int {
 // JSON-copies every object of the kind before it applies a field index.
 func BenchmarkClusterAdmissionAtScale(b *testing.B) {
 	for _, reader := range []string{consumerTable, cacheReader, fakeClient} {
-		b.Run(reader, func(b *testing.B) { benchmarkAdmission(b, reader) })
+		b.Run(reader, func(b *testing.B) { benchmarkAdmission(b, reader, benchClusters) })
 	}
 }
 
-func benchmarkAdmission(b *testing.B, reader string) {
+// BenchmarkClusterAdmissionCurve is the manager's decision (consumer-table)
+// at each size of CAPO_SHAREDNET_SCALE_CLUSTERS (100, 500, 1,000 and 2,000
+// Clusters by default) against the 1-Cluster one: the curve of
+// docs/performance.md (make bench-scale).
+func BenchmarkClusterAdmissionCurve(b *testing.B) {
+	sizes := []int{100, 500, 1000, 2000}
+	if raw := os.Getenv("CAPO_SHAREDNET_SCALE_CLUSTERS"); raw != "" {
+		sizes = nil
+		for _, f := range strings.Split(raw, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("CAPO_SHAREDNET_SCALE_CLUSTERS=%q: %q is not a number of Clusters; give e.g. 100,500,1000,2000", raw, f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) { benchmarkAdmission(b, consumerTable, n) })
+	}
+}
+
+func benchmarkAdmission(b *testing.B, reader string, clusters int) {
 	b.Helper()
-	one, many := newScaleWorld(b, 1, reader), newScaleWorld(b, benchClusters, reader)
+	one, many := newScaleWorld(b, 1, reader), newScaleWorld(b, clusters, reader)
 	one.decide(b) // warm both: first reads, decoders
 	many.decide(b)
 	callsOne, callsMany := one.calls(), many.calls()
@@ -245,11 +268,11 @@ func benchmarkAdmission(b *testing.B, reader string) {
 		n++
 	}
 	b.ReportMetric(float64(tOne.Nanoseconds())/float64(n), "ns/op-1-cluster")
-	b.ReportMetric(float64(tMany.Nanoseconds())/float64(n), fmt.Sprintf("ns/op-%d-clusters", benchClusters))
+	b.ReportMetric(float64(tMany.Nanoseconds())/float64(n), "ns/op-at-scale")
 	b.ReportMetric(float64(tMany)/float64(tOne), "x-1-cluster")
 	perOne, perMany := float64(one.calls()-callsOne)/float64(n), float64(many.calls()-callsMany)/float64(n)
 	if perOne != perMany {
-		b.Errorf("the decision made %v OpenStack calls with 1 Cluster and %v with %d", perOne, perMany, benchClusters)
+		b.Errorf("the decision made %v OpenStack calls with 1 Cluster and %v with %d", perOne, perMany, clusters)
 	}
 	b.ReportMetric(perMany, "openstack-calls/op")
 }

@@ -82,6 +82,11 @@ type measurement struct {
 	// Reconciles and ReconcileErrors by controller (controller_runtime_reconcile_total).
 	Reconciles      map[string]int `json:"reconciles"`
 	ReconcileErrors map[string]int `json:"reconcileErrors"`
+	// OpenStackRequests is capo_sharednet_openstack_requests_total of the
+	// whole run: with the SharedNetworks' facts fresh, the first look of a
+	// new process at each attached nodegroup (its load balancers, its
+	// cluster network's MTU), as after each SharedNetwork resync.
+	OpenStackRequests int `json:"openStackRequests"`
 	// Rewritten counts the objects the run wrote, by kind (resourceVersion
 	// changed): none in a steady state.
 	Rewritten map[string]int `json:"rewritten,omitempty"`
@@ -270,6 +275,10 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 		if v, ok := metrics.value("controller_runtime_reconcile_errors_total", sel); ok {
 			m.ReconcileErrors[c] = int(v)
 		}
+	}
+
+	for _, sample := range metrics["capo_sharednet_openstack_requests_total"].GetMetric() {
+		m.OpenStackRequests += int(sample.GetCounter().GetValue())
 	}
 
 	stop()

@@ -46,12 +46,11 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
-// The management cluster of the measure: namespaces x clustersPerNamespace
-// Clusters of len(nodegroups) nodegroups of one node each; the first
-// attachedPerCluster nodegroups of every Cluster are attached to one of
-// sharedNetworks SharedNetworks.
+// The management cluster of the measure: namespaces of clustersPerNamespace
+// Clusters (as many as the size measured) of len(nodegroups) nodegroups of
+// one node each; the first attachedPerCluster nodegroups of every Cluster
+// are attached to one of sharedNetworks SharedNetworks.
 const (
-	namespaces           = 50
 	clustersPerNamespace = 10
 	sharedNetworks       = 4
 	attachedPerCluster   = 2
@@ -180,20 +179,29 @@ func sharedNetworkOf(i, g int) int {
 	return (i + g) % sharedNetworks
 }
 
-func subnetCIDR(sn int) string { return fmt.Sprintf("172.16.%d.0/22", 4*sn) }
+// Each shared subnet is a /20: 2,000 Clusters put 1,000 nodes on each.
+const subnetBlocks = 16 // /24s in a /20
+
+func subnetCIDR(sn int) string { return fmt.Sprintf("172.16.%d.0/20", subnetBlocks*sn) }
+
+// subnetPool is the allocation pool of each shared subnet: .2 of its first
+// /24 to .254 of its last, as Neutron's default.
+const subnetPool = subnetBlocks*256 - 3
 
 // sharedAddress is the shared-subnet address of the node of nodegroup g of
-// cluster index i.
+// cluster index i: numbered per SharedNetwork (nodegroup g of cluster i is
+// on sharedNetworkOf(i, g) = (i+g) mod 4, so (i+g)/4 and g tell its nodes
+// apart), from .10 on, inside the pool at every size.
 func sharedAddress(sn, i, g int) string {
-	k := i*attachedPerCluster + g + 10 // from .10 of the /22 on: 1,010 addresses, all in its pool
-	return fmt.Sprintf("172.16.%d.%d", 4*sn+k/256, k%256)
+	k := 2*((i+g)/sharedNetworks) + g + 10
+	return fmt.Sprintf("172.16.%d.%d", subnetBlocks*sn+k/256, k%256)
 }
 
 // createNamespacesAndClasses writes the namespaces, a cluster credential
 // Secret and a ClusterClass (with the sharedNetwork variable inline, so no
 // extension is needed to discover it) in each, and waits until CAPI has
 // reconciled every ClusterClass (its Cluster webhook needs that).
-func (w *scaleWorld) createNamespacesAndClasses(ctx context.Context, counts Counts) error {
+func (w *scaleWorld) createNamespacesAndClasses(ctx context.Context, counts Counts, namespaces int) error {
 	schema, err := variables.Schema()
 	if err != nil {
 		return err
@@ -277,7 +285,7 @@ func (w *scaleWorld) createSharedNetworks(ctx context.Context, counts Counts) er
 // would have read from Neutron, as just read (lastRefreshTime now, for this
 // generation and credential): with the default resync (5 minutes) the
 // controller makes no OpenStack call during the measure.
-func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context) error {
+func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context, namespaces int) error {
 	shares := make([][]sharednetv1.Share, sharedNetworks)
 	consumers := make([][]sharednetv1.Consumer, sharedNetworks)
 	used := make([]int64, sharedNetworks)
@@ -315,8 +323,8 @@ func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context) error {
 			MTU:        1450,
 			Subnets: []sharednetv1.SubnetStatus{{
 				ID: uuid(idSubnet, i), CIDR: subnetCIDR(i), IPVersion: 4,
-				AllocationPools: []sharednetv1.AllocationPool{{Start: fmt.Sprintf("172.16.%d.2", 4*i), End: fmt.Sprintf("172.16.%d.254", 4*i+3)}},
-				UsedAddresses:   ptr.To(used[i]), FreeAddresses: ptr.To(1021 - used[i]),
+				AllocationPools: []sharednetv1.AllocationPool{{Start: fmt.Sprintf("172.16.%d.2", subnetBlocks*i), End: fmt.Sprintf("172.16.%d.254", subnetBlocks*(i+1)-1)}},
+				UsedAddresses:   ptr.To(used[i]), FreeAddresses: ptr.To(subnetPool - used[i]),
 			}},
 			Shares:                  shares[i],
 			Consumers:               consumers[i],
@@ -333,16 +341,16 @@ func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context) error {
 
 func policyID(sn, i int) string { return uuid(idPolicy, sn*100000+i) }
 
-// createClusters writes every Cluster with its OpenStackCluster (network
+// createClusters writes every Cluster of namespaces [from, to) with its OpenStackCluster (network
 // made, as CAPO reports it), and every nodegroup: its
 // OpenStackMachineTemplate, MachineDeployment, Machine and
 // OpenStackMachine, labelled and annotated as CAPI's topology controller,
 // CAPI's MachineSet controller and CAPO leave them; attached nodegroups run
 // on a template with the shared port and have their shared address, and
 // their SharedNetworkAttachment says Attached.
-func (w *scaleWorld) createClusters(ctx context.Context, counts Counts) error {
+func (w *scaleWorld) createClusters(ctx context.Context, counts Counts, from, to int) error {
 	var jobs []func(context.Context) error
-	for n := range namespaces {
+	for n := from; n < to; n++ {
 		for c := range clustersPerNamespace {
 			jobs = append(jobs, func(ctx context.Context) error { return w.createCluster(ctx, n, c) })
 		}
@@ -350,7 +358,7 @@ func (w *scaleWorld) createClusters(ctx context.Context, counts Counts) error {
 	if err := pool(ctx, jobs); err != nil {
 		return err
 	}
-	clusters := namespaces * clustersPerNamespace
+	clusters := (to - from) * clustersPerNamespace
 	groups := clusters * len(nodegroups)
 	counts["Cluster"] += clusters
 	counts["OpenStackCluster"] += clusters
