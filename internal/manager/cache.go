@@ -43,7 +43,7 @@ func trimmedKinds() map[client.Object]cache.ByObject {
 		// whether it has a server.
 		&clusterv1.Machine{}: {Transform: trim(func(o *clusterv1.Machine) *clusterv1.Machine {
 			return &clusterv1.Machine{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta,
-				Spec: clusterv1.MachineSpec{ClusterName: o.Spec.ClusterName, InfrastructureRef: o.Spec.InfrastructureRef, ProviderID: o.Spec.ProviderID},
+				Spec:   clusterv1.MachineSpec{ClusterName: o.Spec.ClusterName, InfrastructureRef: o.Spec.InfrastructureRef, ProviderID: o.Spec.ProviderID},
 				Status: clusterv1.MachineStatus{NodeRef: o.Status.NodeRef, Phase: o.Status.Phase}}
 		})},
 		// The rollout: its size and current templates.
