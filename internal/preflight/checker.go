@@ -71,6 +71,10 @@ type Checker struct {
 	Now func() time.Time
 	// Rules judges the facts; rules.Evaluate when nil (tests count calls).
 	Rules func(rules.Facts) []*rules.Violation
+
+	// admitted hands an admission's answers of the cluster's project to
+	// the share that follows it.
+	admitted admittedAnswers
 }
 
 // MaxFactAgeFor is the age of SharedNetwork facts a decision trusts when
@@ -242,11 +246,14 @@ func (c *Checker) fresh(sn *sharednetv1.SharedNetwork) bool {
 	if maxAge <= 0 {
 		maxAge = MaxFactAgeFor(5 * time.Minute)
 	}
-	now := time.Now
+	return sn.FreshFor(c.now(), maxAge) > 0
+}
+
+func (c *Checker) now() time.Time {
 	if c.Now != nil {
-		now = c.Now
+		return c.Now()
 	}
-	return sn.FreshFor(now(), maxAge) > 0
+	return time.Now()
 }
 
 func sortedKeys(m map[string]sharednetv1.SharedNetworkVariable) []string {

@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -285,50 +286,130 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 		g.n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the change cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return false, nil
 	}
-	// The three questions go out at once: none needs another's answer, and
-	// each is a round trip to a cloud (a third of a second on a busy one)
-	// on the path of both the admission and the share. The answers are
-	// judged in the order they were always asked, so a refusal reads the
-	// same; an MTU and a quota read from a project that turns out foreign
-	// are the tenant's own and are dropped.
-	var (
-		wg                    sync.WaitGroup
-		foreign, cannotVerify string
-		mtu                   int
-		mtuErr, quotaErr      error
-		free                  *int
-	)
-	readMTU := osc.Status.Network != nil && osc.Status.Network.ID != ""
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		g.project, foreign, cannotVerify = c.sameCloud(ctx, g.res.SharedNetwork, cloud)
-	}()
-	go func() {
-		defer wg.Done()
-		free, quotaErr = portQuotaFree(ctx, cloud)
-	}()
-	if readMTU {
-		mtu, mtuErr = networkMTU(ctx, cloud, osc.Status.Network.ID)
+	answers, reused := c.admitted.take(g, cloud, c.now())
+	if !reused {
+		answers = c.askClusterProject(ctx, g, cloud, osc)
 	}
-	wg.Wait()
-	if g.n.ForeignCloud, g.n.CannotAsk = foreign, cannotVerify; foreign != "" || cannotVerify != "" {
+	if g.q.Ask == Attach && answers.complete() {
+		c.admitted.keep(g, cloud, answers, c.now())
+	}
+	if g.project, g.n.ForeignCloud, g.n.CannotAsk = answers.project, answers.foreign, answers.cannotVerify; answers.foreign != "" || answers.cannotVerify != "" {
 		g.project = ""
 		return false, nil
 	}
-	if readMTU {
-		if mtuErr != nil {
-			g.n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", mtuErr)
+	if answers.readMTU {
+		if answers.mtuErr != nil {
+			g.n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", answers.mtuErr)
 			return false, nil
 		}
-		g.n.ClusterMTU = mtu
+		g.n.ClusterMTU = answers.mtu
 	}
-	if quotaErr != nil {
-		g.n.CannotAsk = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", quotaErr)
+	if answers.quotaErr != nil {
+		g.n.CannotAsk = fmt.Sprintf("cannot read the cluster project's port quota; nothing was changed: %v", answers.quotaErr)
 		return false, nil
 	}
-	g.n.PortQuotaFree = free
+	g.n.PortQuotaFree = answers.free
 	return true, nil
+}
+
+// projectAnswers are the cluster's project's answers to one question.
+type projectAnswers struct {
+	project, foreign, cannotVerify string
+	readMTU                        bool
+	mtu                            int
+	mtuErr, quotaErr               error
+	free                           *int
+}
+
+// complete says every answer came: only those are kept for the share.
+func (a projectAnswers) complete() bool {
+	return a.project != "" && a.foreign == "" && a.cannotVerify == "" && a.mtuErr == nil && a.quotaErr == nil
+}
+
+// askClusterProject asks the three questions at once: none needs another's
+// answer, and each is a round trip to a cloud (a third of a second on a
+// busy one) on the path of both the admission and the share. The caller
+// judges the answers in the order they were always asked, so a refusal
+// reads the same; an MTU and a quota read from a project that turns out
+// foreign are the tenant's own and are dropped.
+func (c *Checker) askClusterProject(ctx context.Context, g *gathering, cloud openstack.ClusterCloud, osc *infrav1.OpenStackCluster) projectAnswers {
+	var (
+		a  projectAnswers
+		wg sync.WaitGroup
+	)
+	a.readMTU = osc.Status.Network != nil && osc.Status.Network.ID != ""
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		a.project, a.foreign, a.cannotVerify = c.sameCloud(ctx, g.res.SharedNetwork, cloud)
+	}()
+	go func() {
+		defer wg.Done()
+		a.free, a.quotaErr = portQuotaFree(ctx, cloud)
+	}()
+	if a.readMTU {
+		a.mtu, a.mtuErr = networkMTU(ctx, cloud, osc.Status.Network.ID)
+	}
+	wg.Wait()
+	return a
+}
+
+// admittedMaxAge is how long the share may act on its admission's answers.
+const admittedMaxAge = 15 * time.Second
+
+// admittedAnswers hands the cluster's project's answers an admission just
+// got for a nodegroup's attach to the share that follows it, once: the
+// attachment controller's check before the share then asks the cloud
+// nothing again (a round trip on the path to the rollout), unless the
+// answers are older than admittedMaxAge or were got with another session
+// (the cluster's Secret changed: its project is vouched for again). Every
+// rule still runs on them; the SharedNetwork's facts and the consumers
+// are read again as always.
+type admittedAnswers struct {
+	mu      sync.Mutex
+	answers map[admittedKey]admitted
+}
+
+type admittedKey struct{ namespace, cluster, nodegroup, sharedNetwork, subnet string }
+
+type admitted struct {
+	answers projectAnswers
+	cloud   openstack.ClusterCloud
+	at      time.Time
+}
+
+func keyOf(g *gathering) admittedKey {
+	return admittedKey{g.q.Cluster.Namespace, g.q.Cluster.Name, g.q.Nodegroup, g.q.Value.Name, g.q.Value.Subnet}
+}
+
+func (m *admittedAnswers) keep(g *gathering, cloud openstack.ClusterCloud, a projectAnswers, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.answers == nil {
+		m.answers = map[admittedKey]admitted{}
+	}
+	for k, v := range m.answers { // bounded by the admissions of the last admittedMaxAge
+		if now.Sub(v.at) > admittedMaxAge {
+			delete(m.answers, k)
+		}
+	}
+	m.answers[keyOf(g)] = admitted{answers: a, cloud: cloud, at: now}
+}
+
+// take returns the admission's answers for the share's question, once.
+func (m *admittedAnswers) take(g *gathering, cloud openstack.ClusterCloud, now time.Time) (projectAnswers, bool) {
+	if g.q.Ask != BeforeShare {
+		return projectAnswers{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := keyOf(g)
+	a, ok := m.answers[key]
+	delete(m.answers, key)
+	if !ok || a.cloud != cloud || now.Sub(a.at) > admittedMaxAge || now.Before(a.at) {
+		return projectAnswers{}, false
+	}
+	return a.answers, true
 }
 
 func networkMTU(ctx context.Context, neutron openstack.NetworkFacts, networkID string) (int, error) {

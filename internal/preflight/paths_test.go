@@ -388,3 +388,51 @@ func TestTheClusterProjectIsAskedItsQuestionsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// The share acts on the answers its admission got from the cluster's
+// project a moment before (each a round trip on the path to the rollout),
+// once, within 15 s, and only with the same session: a second share, an
+// older admission or a changed credential ask again. Every rule still runs.
+func TestTheShareActsOnItsAdmissionsAnswersOnce(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t)
+	w.running(1450)
+	c := w.checker()
+	c.Now = func() time.Time { return w.now }
+	asked := func() int { return w.cloud.Calls["ProjectOfToken"] + w.cloud.Calls["Network"] + w.cloud.Calls["Ports"] }
+	decide := func(a Ask) Decision {
+		t.Helper()
+		d, err := c.Decide(context.Background(), Question{Ask: a, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Refusal).To(BeEmpty())
+		return d
+	}
+
+	decide(Attach)
+	g.Expect(asked()).To(Equal(3), "admission asks the three questions")
+	d := decide(BeforeShare)
+	g.Expect(asked()).To(Equal(3), "the share that follows asks nothing again")
+	g.Expect(d.Project).To(Equal("cluster-project"), "the project the admission's vouch named")
+	decide(BeforeShare)
+	g.Expect(asked()).To(Equal(6), "once: a second check before a share asks")
+
+	decide(Attach)
+	w.now = w.now.Add(16 * time.Second)
+	decide(BeforeShare)
+	g.Expect(asked()).To(Equal(12), "an admission older than 15 s: asked again")
+
+	decide(Attach)
+	clouds := c.Cloud.(*fakecloud.Clouds)
+	clouds.Clusters["team-a/demo"] = &fakecloud.Project{Cloud: w.cloud, ID: "cluster-project", OpenStackCluster: w.project.OpenStackCluster}
+	decide(BeforeShare)
+	g.Expect(asked()).To(Equal(18), "another session (the cluster's Secret changed): vouched for again")
+
+	// Every rule still runs on reused answers: a subnet grown full since
+	// the admission refuses the share.
+	decide(Attach)
+	w.sn.Status.Subnets[0].FreeAddresses = ptr.To[int64](0)
+	g.Expect(c.Reader.(client.Client).Update(context.Background(), w.sn)).To(Succeed())
+	refused, err := c.Decide(context.Background(), Question{Ask: BeforeShare, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(refused.Refusal.Error()).To(ContainSubstring("capacity:"))
+}
