@@ -19,8 +19,8 @@ export CAPO_SHAREDNET_SCALE_CLUSTERS=${CAPO_SHAREDNET_SCALE_CLUSTERS:-100,500,10
 
 : >"$out/curve.txt"
 run() { timeout --kill-after=30 "$1" "${@:2}" 2>&1 | tee -a "$out/curve.txt"; }
-run 1200 go test -run '^$' -bench 'ClusterAdmissionCurve' -benchtime=100x -benchmem -count=1 ./internal/webhooks
-run 600 go test -run '^$' -bench 'GeneratePatches/nodegroups=1000' -benchtime=2s -count=1 ./internal/hooks
+run 1200 go test -run '^$' -bench 'ClusterAdmissionCurve' -benchtime=2000x -benchmem -count=5 ./internal/webhooks
+run 600 go test -run '^$' -bench 'GeneratePatches/nodegroups=1000' -benchtime=2s -count=3 ./internal/hooks
 CAPO_SHAREDNET_SCALE=1 KUBEBUILDER_ASSETS="$assets" run 4200 go test -count=1 -timeout 65m -run TestManagerMemoryAtScale ./test/scale -v
 go run ./hack/benchplot -memory _artifacts/scale/memory.json -bench "$out/curve.txt" \
   -svg docs/performance-scale.svg -doc docs/performance.md -date "$(date -u +%F)"
