@@ -33,8 +33,8 @@ BenchmarkGeneratePatches/nodegroups=1000/handler-2    	     100	  12345678 ns/op
 `
 
 const memoryJSON = `{"nodegroupsPerCluster":4,"writeSeconds":600,"baseline":{"peakRSSBytes":62914560,"heapInuseBytes":10485760},
-"points":[{"clusters":100,"objects":2100,"peakRSSBudgetBytes":268435456,"loaded":{"peakRSSBytes":83886080,"heapInuseBytes":20971520,"openStackRequests":400}},
-{"clusters":2000,"objects":41000,"peakRSSBudgetBytes":402653184,"loaded":{"peakRSSBytes":377487360,"heapInuseBytes":188743680,"rewritten":{"Cluster":1},"openStackRequests":8000}}],
+"points":[{"clusters":100,"objects":2100,"peakRSSBudgetBytes":268435456,"loaded":{"peakRSSBytes":83886080,"heapInuseBytes":20971520,"openStackRequests":400,"settledNanoseconds":18200000000}},
+{"clusters":2000,"objects":41000,"peakRSSBudgetBytes":402653184,"loaded":{"peakRSSBytes":377487360,"heapInuseBytes":188743680,"rewritten":{"Cluster":1},"openStackRequests":8000,"settledNanoseconds":400000000000}}],
 "slopeMiBPerCluster":0.1578}`
 
 // One run's figures become the table between the markers (the rest of the
@@ -58,8 +58,8 @@ func TestOneRunBecomesTheTableAndThePlot(t *testing.T) {
 	doc, _ := os.ReadFile(docPath)
 	for _, want := range []string{
 		"before\n" + beginMarker, endMarker + "\nafter\n",
-		"| 100 | 2100 | 80 MiB | 20 MiB | 256 MiB | 1.06x | 0 | 400 |",
-		"| 2000 | 41000 | 360 MiB | 180 MiB | 384 MiB | 1.17x | 1 | 8000 |",
+		"| 100 | 2100 | 80 MiB | 20 MiB | 256 MiB | 1.06x | 0 | 18 s | 400 |",
+		"| 2000 | 41000 | 360 MiB | 180 MiB | 384 MiB | 1.17x | 1 | 400 s | 8000 |",
 		"0.158 MiB of peak RSS per Cluster", "1.21x a bare JSON round trip", "](performance-scale.svg)", "(2026-12-07)",
 	} {
 		if !strings.Contains(string(doc), want) {

@@ -47,8 +47,12 @@ import (
 )
 
 const (
-	// startTimeout bounds the wait for every controller's workers.
-	startTimeout = 3 * time.Minute
+	// startTimeout bounds the wait for every controller's workers, and
+	// settlePerCluster more for their first reconcile of everything: the
+	// first look at each attached nodegroup opens its cluster's credential
+	// (a Secret read from the API server, bounded by --kube-api-qps).
+	startTimeout     = 3 * time.Minute
+	settlePerCluster = 400 * time.Millisecond
 	// steadyState is how long the manager runs once every controller works.
 	steadyState = 30 * time.Second
 	// stopGrace is how long a SIGTERM is given before SIGKILL.
@@ -146,7 +150,7 @@ func freePort(t *testing.T) int {
 // every controller has started its workers and then for steadyState, reads
 // its memory and stops it (SIGTERM, SIGKILL after stopGrace). The process
 // never outlives the test.
-func runManager(ctx context.Context, t *testing.T, bin, phase string) measurement {
+func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters int) measurement {
 	t.Helper()
 	m := measurement{Phase: phase, Log: filepath.Join(artifactsDir(t), "manager-"+phase+".log")}
 	logFile, err := os.Create(m.Log)
@@ -199,7 +203,8 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 	}
 
 	// Every controller's workers, from its log.
-	deadline := time.Now().Add(startTimeout)
+	limit := startTimeout + time.Duration(clusters)*settlePerCluster
+	deadline := time.Now().Add(limit)
 	for {
 		if err := running(); err != nil {
 			t.Fatal(err)
@@ -210,12 +215,12 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 			break
 		} else if time.Now().After(deadline) {
 			stop()
-			t.Fatalf("the manager (%s): controllers %q had not started their workers after %s; its log: %s", phase, missing, startTimeout, m.Log)
+			t.Fatalf("the manager (%s): controllers %q had not started their workers after %s; its log: %s", phase, missing, limit, m.Log)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	// The first reconcile of every object: until the controllers' queues
-	// are empty, still within startTimeout.
+	// are empty, still within the limit.
 	for {
 		if err := running(); err != nil {
 			t.Fatal(err)
@@ -233,7 +238,7 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string) measuremen
 		}
 		if time.Now().After(deadline) {
 			stop()
-			t.Fatalf("the manager (%s): its queues still hold %v after %s; its log: %s", phase, depth, startTimeout, m.Log)
+			t.Fatalf("the manager (%s): its queues still hold %v after %s; its log: %s", phase, depth, limit, m.Log)
 		}
 		time.Sleep(time.Second)
 	}

@@ -117,11 +117,11 @@ func TestManagerMemoryAtScale(t *testing.T) {
 	}
 	largest := want[len(want)-1]
 	// About 2 minutes per 500 Clusters written, and a manager run per size.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(8+largest/100+4*len(want))*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(8+largest/100+4*len(want))*time.Minute+time.Duration(sumOf(want))*settlePerCluster)
 	defer cancel()
 	bin := managerBinary(ctx, t)
 
-	baseline := runManager(ctx, t, bin, "baseline")
+	baseline := runManager(ctx, t, bin, "baseline", 0)
 	logMeasurement(t, baseline)
 
 	w := &scaleWorld{closedPort: freePort(t), now: metav1.Now()}
@@ -163,12 +163,12 @@ func TestManagerMemoryAtScale(t *testing.T) {
 		r.SlopeMiBPerCluster = (float64(last.Loaded.PeakRSS) - float64(first.Loaded.PeakRSS)) / (1 << 20) / float64(last.Clusters-first.Clusters)
 	}
 
-	summary := fmt.Sprintf("manager memory, Clusters x %d nodegroups (baseline: the manager on an empty API server)\n%-9s %8s %12s %12s %12s %10s %20s %9s %s\n",
-		len(nodegroups), "clusters", "objects", "peak RSS", "RSS", "live heap", "peak/base", "budget", "rewritten", "OpenStack requests (first look at each attachment)")
+	summary := fmt.Sprintf("manager memory, Clusters x %d nodegroups (baseline: the manager on an empty API server)\n%-9s %8s %12s %12s %12s %10s %20s %9s %9s %s\n",
+		len(nodegroups), "clusters", "objects", "peak RSS", "RSS", "live heap", "peak/base", "budget", "rewritten", "settled", "OpenStack requests (first look at each attachment)")
 	summary += fmt.Sprintf("%-9s %8d %12s %12s %12s\n", "baseline", 0, mib(baseline.PeakRSS), mib(baseline.RSS), mib(baseline.HeapInuse))
 	for _, p := range r.Points {
-		summary += fmt.Sprintf("%-9d %8d %12s %12s %12s %9.2fx %20s %9d %d\n", p.Clusters, p.Objects, mib(p.Loaded.PeakRSS), mib(p.Loaded.RSS), mib(p.Loaded.HeapInuse),
-			p.PeakRSSRatio, "<= "+mib(p.PeakRSSBudget)+map[bool]string{true: "", false: " NOT met"}[p.WithinRSSBudget], sum(p.Loaded.Rewritten), p.Loaded.OpenStackRequests)
+		summary += fmt.Sprintf("%-9d %8d %12s %12s %12s %9.2fx %20s %9d %8.0fs %d\n", p.Clusters, p.Objects, mib(p.Loaded.PeakRSS), mib(p.Loaded.RSS), mib(p.Loaded.HeapInuse),
+			p.PeakRSSRatio, "<= "+mib(p.PeakRSSBudget)+map[bool]string{true: "", false: " NOT met"}[p.WithinRSSBudget], sum(p.Loaded.Rewritten), p.Loaded.Settled.Seconds(), p.Loaded.OpenStackRequests)
 	}
 	if r.SlopeMiBPerCluster > 0 {
 		summary += fmt.Sprintf("slope: %.3f MiB of peak RSS per Cluster (%d to %d Clusters)\n", r.SlopeMiBPerCluster, r.Points[0].Clusters, largest)
@@ -217,7 +217,7 @@ func measureAt(ctx context.Context, t *testing.T, bin string, clusters int, coun
 		total += n
 	}
 	t.Logf("%d Clusters: %d objects (%s)", clusters, total, countsText(counts))
-	loaded := runManager(ctx, t, bin, fmt.Sprintf("%dx%d", clusters, len(nodegroups)))
+	loaded := runManager(ctx, t, bin, fmt.Sprintf("%dx%d", clusters, len(nodegroups)), clusters)
 	loaded.Rewritten = map[string]int{}
 	for kind, list := range kinds {
 		after, err := snapshot(ctx, list())
@@ -243,6 +243,14 @@ func measureAt(ctx context.Context, t *testing.T, bin string, clusters int, coun
 	}
 	return point{Clusters: clusters, Objects: total, Loaded: loaded, Counts: maps.Clone(counts),
 		PeakRSSBudget: rssBudget(clusters), WithinRSSBudget: loaded.PeakRSS <= rssBudget(clusters)}
+}
+
+func sumOf(sizes []int) int {
+	n := 0
+	for _, s := range sizes {
+		n += s
+	}
+	return n
 }
 
 func sum(m map[string]int) int {
