@@ -164,6 +164,7 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters i
 		"--leader-elect=false",
 		"--webhook-host=127.0.0.1",
 		"--webhook-port=" + strconv.Itoa(freePort(t)),
+		"--deletion-hook-port=" + strconv.Itoa(freePort(t)),
 		"--webhook-cert-dir=" + env.CertDir,
 		"--health-addr=127.0.0.1:" + strconv.Itoa(freePort(t)),
 		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(diagnostics),
