@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -59,6 +60,12 @@ type Table struct {
 	// holds, made when first asked after a change: most events (a Cluster's
 	// or an attachment's conditions) change no claim and keep it.
 	consumers map[string][]entry
+	// subnets is, per SharedNetwork, the rules' consumers of each of its
+	// subnets as a decision reads them, made when first asked after a
+	// change or for another version of the SharedNetwork (its subnets
+	// resolve the values): a decision then copies nothing (at 2,000
+	// Clusters a subnet has a thousand consumers).
+	subnets map[string]subnetLists
 
 	synced   []func() bool
 	isSynced atomic.Bool
@@ -84,6 +91,7 @@ func NewTable() *Table {
 		clustersOf:  map[string]map[client.ObjectKey]struct{}{},
 		attachments: map[client.ObjectKey]attached{},
 		consumers:   map[string][]entry{},
+		subnets:     map[string]subnetLists{},
 	}
 }
 
@@ -166,7 +174,7 @@ func (t *Table) setCluster(obj any, deleted bool) {
 		if len(t.clustersOf[c.sharedNetwork]) == 0 {
 			delete(t.clustersOf, c.sharedNetwork)
 		}
-		delete(t.consumers, c.sharedNetwork)
+		t.forget(c.sharedNetwork)
 	}
 	delete(t.ofCluster, key)
 	if len(claims) == 0 {
@@ -178,7 +186,7 @@ func (t *Table) setCluster(obj any, deleted bool) {
 			t.clustersOf[c.sharedNetwork] = map[client.ObjectKey]struct{}{}
 		}
 		t.clustersOf[c.sharedNetwork][key] = struct{}{}
-		delete(t.consumers, c.sharedNetwork)
+		t.forget(c.sharedNetwork)
 	}
 }
 
@@ -207,7 +215,7 @@ func (t *Table) setAttachment(obj any, deleted bool) {
 	// The SharedNetworks its Cluster (before and now) claims hold other numbers.
 	for _, cluster := range []client.ObjectKey{before.cluster, now.cluster} {
 		for _, c := range t.ofCluster[cluster] {
-			delete(t.consumers, c.sharedNetwork)
+			t.forget(c.sharedNetwork)
 		}
 	}
 }
@@ -263,27 +271,75 @@ func (t *Table) consumersOf(name string) []entry {
 	return out
 }
 
+// subnetLists are a SharedNetwork's consumers by subnet, for the subnets
+// it had (what a value's subnet resolves against).
+type subnetLists struct {
+	subnets  string
+	bySubnet map[string]subnetList
+}
+
+// subnetList is a subnet's consumers, and those whose size cannot be
+// judged.
+type subnetList struct {
+	consumers []rules.Consumer
+	invalid   []entry
+}
+
+// forget drops what was made of SharedNetwork name's claims. Called locked.
+func (t *Table) forget(name string) {
+	delete(t.consumers, name)
+	delete(t.subnets, name)
+}
+
 // SubnetConsumers is every consumer of subnet of sn but the one named
 // except (rules.ConsumerName; "" for none), as the package-level
-// SubnetConsumers lists them.
+// SubnetConsumers lists them. The slice is shared with the next decisions
+// on the subnet: callers read it and never change it.
 func (t *Table) SubnetConsumers(sn *sharednetv1.SharedNetwork, subnet, except string) ([]rules.Consumer, error) {
 	if !t.hasSynced() {
 		return nil, ErrNotRead
 	}
-	on := &subnetOf{sn: sn}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	list := t.subnetList(sn, subnet)
+	t.mu.Unlock()
+	for _, c := range list.invalid {
+		if c.name != except {
+			return nil, c.invalid
+		}
+	}
+	i := slices.IndexFunc(list.consumers, func(c rules.Consumer) bool { return c.Name == except })
+	if i < 0 {
+		return list.consumers, nil // an attach: the nodegroup is no consumer yet
+	}
+	return slices.Concat(list.consumers[:i], list.consumers[i+1:]), nil
+}
+
+// subnetList is the consumers of subnet of sn. Called locked.
+func (t *Table) subnetList(sn *sharednetv1.SharedNetwork, subnet string) subnetList {
+	subnets := strings.Join(sn.Spec.Subnets, ",") + "|" + strings.Join(sn.Status.SubnetIDs(), ",")
+	lists, ok := t.subnets[sn.Name]
+	if !ok || lists.subnets != subnets {
+		lists = subnetLists{subnets: subnets, bySubnet: map[string]subnetList{}}
+		t.subnets[sn.Name] = lists
+	}
+	if list, ok := lists.bySubnet[subnet]; ok {
+		return list
+	}
+	on := &subnetOf{sn: sn}
 	all := t.consumersOf(sn.Name)
-	out := make([]rules.Consumer, 0, len(all))
+	var list subnetList
 	for i := range all {
 		c := &all[i]
-		if c.name == except || !on.is(c.subnet, subnet) {
+		if !on.is(c.subnet, subnet) {
 			continue
 		}
 		if c.invalid != nil {
-			return nil, c.invalid
+			list.invalid = append(list.invalid, *c)
+			continue
 		}
-		out = append(out, c.consumer(c.holds))
+		list.consumers = append(list.consumers, c.consumer(c.holds))
 	}
-	return out, nil
+	list.consumers = slices.Clip(list.consumers) // an append by a reader never writes into it
+	lists.bySubnet[subnet] = list
+	return list
 }

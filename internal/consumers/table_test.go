@@ -266,3 +266,24 @@ func TestConsumerTableServesWhileItIsFed(t *testing.T) {
 	}
 	<-done
 }
+
+// A decision reads a subnet's consumers as made once per change; a value
+// without a subnet resolves against the SharedNetwork's subnets, so when
+// those change the list is made again: the table still answers as the
+// listing does.
+func TestConsumerTableFollowsTheSharedNetworksSubnets(t *testing.T) {
+	g := NewWithT(t)
+	c, vm := indexWorld(t)
+	table, _ := tableOver(t, c)
+	agree(t, g, c, table, vm, "s-1", "s-2")
+	before, err := table.SubnetConsumers(vm, "s-1", "")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	one := vm.DeepCopy() // the administrator narrows it to one subnet: values without a subnet now name s-1
+	one.Spec.Subnets, one.Status.Subnets = []string{"s-1"}, vm.Status.Subnets[:1]
+	agree(t, g, c, table, one, "s-1", "s-2")
+	after, err := table.SubnetConsumers(one, "s-1", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(after)).To(BeNumerically(">", len(before)), "the world has nodegroups whose value names no subnet")
+	agree(t, g, c, table, vm, "s-1", "s-2")
+}
