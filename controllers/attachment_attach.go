@@ -241,7 +241,7 @@ func (r *AttachmentReconciler) share(ctx context.Context, cluster *clusterv1.Clu
 	release = func() {}
 	var clusterCloud openstack.Identity
 	if project == "" {
-		c, _, err := r.Credentials.ForCluster(ctx, cluster)
+		c, _, err := credentials.In(ctx, r.Credentials).ForCluster(ctx, cluster)
 		if err != nil {
 			return nil, release, &shareRefusedError{reason: sharednetv1.ReasonClusterCredentialsInvalid, err: fmt.Errorf("the cluster's OpenStack credential cannot be used: %w", err)}
 		}

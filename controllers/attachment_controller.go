@@ -151,6 +151,9 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager, options contro
 
 // Reconcile implements reconcile.Reconciler.
 func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	// Each attached nodegroup asks the cluster's project: its credential is
+	// opened (its Secret read) once for all of them.
+	ctx = credentials.WithMemo(ctx)
 	cluster, list, err := r.read(ctx, req)
 	if err != nil || (cluster != nil && !watchfilter.Matches(cluster, r.WatchFilterValue)) {
 		return reconcile.Result{}, err // or another instance's (--watch-filter)

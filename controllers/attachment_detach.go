@@ -255,7 +255,7 @@ func (r *AttachmentReconciler) unshareProject(ctx context.Context, vm openstack.
 }
 
 func (r *AttachmentReconciler) verifiedProject(ctx context.Context, cluster *clusterv1.Cluster, vm openstack.VMCloud) (string, error) {
-	clusterCloud, _, err := r.Credentials.ForCluster(ctx, cluster)
+	clusterCloud, _, err := credentials.In(ctx, r.Credentials).ForCluster(ctx, cluster)
 	if err != nil {
 		return "", err
 	}

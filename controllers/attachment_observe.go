@@ -33,6 +33,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 )
@@ -156,7 +157,7 @@ func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster
 	if cluster == nil {
 		return
 	}
-	cloud, _, err := r.Credentials.ForCluster(ctx, cluster)
+	cloud, _, err := credentials.In(ctx, r.Credentials).ForCluster(ctx, cluster)
 	if err == nil {
 		var found ccm.Attributed
 		if found, err = ccm.LoadBalancersOn(ctx, cloud, cluster, a.Spec.Subnet); err == nil {

@@ -257,7 +257,7 @@ func (c *Checker) statusFor(ctx context.Context, sn *sharednetv1.SharedNetwork) 
 // openCluster opens the cluster's project once per question.
 func (c *Checker) openCluster(ctx context.Context, g *gathering) (openstack.ClusterCloud, *infrav1.OpenStackCluster, error) {
 	if !g.opened {
-		g.cloud, g.osc, g.openErr = c.Cloud.ForCluster(ctx, g.q.Cluster)
+		g.cloud, g.osc, g.openErr = credentials.In(ctx, c.Cloud).ForCluster(ctx, g.q.Cluster)
 		g.opened = true
 	}
 	return g.cloud, g.osc, g.openErr
