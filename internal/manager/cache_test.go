@@ -17,6 +17,7 @@ limitations under the License.
 package manager
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -46,9 +47,7 @@ func transform[T client.Object](t *testing.T, obj T) T {
 			return out.(T)
 		}
 	}
-	t.Fatalf("%T is not trimmed", obj)
-	var zero T
-	return zero
+	panic(fmt.Sprintf("%T is not trimmed", obj))
 }
 
 // Every read the extension makes of a trimmed kind answers the same on the

@@ -672,7 +672,7 @@ func installClusterWebhook(ctx context.Context, t *testing.T, url string) time.D
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := env.Client.Delete(ctx, cfg); client.IgnoreNotFound(err) != nil {
+		if err := client.IgnoreNotFound(env.Client.Delete(ctx, cfg)); err != nil {
 			t.Errorf("deleting ValidatingWebhookConfiguration %s: %v", cfg.Name, err)
 		}
 	})
