@@ -170,6 +170,10 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters i
 		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(diagnostics),
 		"--insecure-diagnostics",
 		"--credentials-namespace=" + install.Namespace,
+		// The facts are written as just read: no resync falls in a run,
+		// however long the largest size takes to settle (its reads would
+		// fail on the closed port and be written).
+		"--sharednetwork-resync=1h",
 		"--logging-format=json",
 	}
 	runCtx, cancel := context.WithCancel(ctx)
