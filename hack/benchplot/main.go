@@ -276,9 +276,14 @@ func svg(rows []row, baseline float64) []byte {
 		var pts []string
 		for _, r := range rows {
 			if v, ok := y(r); ok {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(float64(r.clusters)), v))
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/><text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n",
-					x(float64(r.clusters)), v, color, x(float64(r.clusters))+6, v-6, color, label(r))
+				px := x(float64(r.clusters))
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, v))
+				lx, anchor := px+6, "start"
+				if px > width-right-60 { // the last point: its label inside the plot
+					lx, anchor = px-6, "end"
+				}
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/><text x="%.1f" y="%.1f" fill="%s" text-anchor="%s">%s</text>`+"\n",
+					px, v, color, lx, v-6, color, anchor, label(r))
 			}
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)

@@ -49,9 +49,9 @@ type opened struct {
 // each attached nodegroup: its load balancers, its network's MTU, whether
 // its Keystone still vouches for its project), and each opening reads the
 // credential's Secret from the API server (tenant Secrets are not cached):
-// at 2,000 Clusters those reads, bounded by --kube-api-qps, were what a
-// SharedNetwork resync waited on. The context lives as long as the
-// reconcile: a changed Secret is read again by the next one.
+// three reads per nodegroup after every SharedNetwork resync, thousands at
+// management-cluster scale. The context lives as long as the reconcile: a
+// changed Secret is read again by the next one.
 func WithMemo(ctx context.Context) context.Context {
 	return context.WithValue(ctx, memoKey{}, &memo{opened: map[memoEntryKey]opened{}})
 }

@@ -49,8 +49,8 @@ import (
 const (
 	// startTimeout bounds the wait for every controller's workers, and
 	// settlePerCluster more for their first reconcile of everything: the
-	// first look at each attached nodegroup opens its cluster's credential
-	// (a Secret read from the API server, bounded by --kube-api-qps).
+	// first look at each attached nodegroup authenticates at the closed
+	// port, retried with backoff (about ten nodegroups a second).
 	startTimeout     = 3 * time.Minute
 	settlePerCluster = 400 * time.Millisecond
 	// steadyState is how long the manager runs once every controller works.
