@@ -61,9 +61,12 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 	// while it rolls out or once Attached (a 2-node rollout is some sixty
 	// reconciles), nor when only the SharedNetwork's consumers changed.
 	last, ok := r.observed.Load(a.UID)
-	refreshed := ""
+	// The time is kept to the second: with the generation and the
+	// credential's version the facts were read for, two reads in one second
+	// (a spec changed right after a resync) still tell apart.
+	refreshed := fmt.Sprintf("%d/%s", s.sn.Status.ObservedGeneration, s.sn.Status.ObservedIdentityVersion)
 	if t := s.sn.Status.LastRefreshTime; t != nil {
-		refreshed = t.UTC().Format(time.RFC3339Nano)
+		refreshed += "/" + t.UTC().Format(time.RFC3339Nano)
 	}
 	becomingAttached := rollout.Attached(m.carries) && a.Status.Phase != sharednetv1.PhaseAttached
 	if facts, known := s.sn.Status.Subnet(a.Spec.Subnet); known {

@@ -484,7 +484,7 @@ func TestAnAttachedNodegroupAsksTheCloudOncePerResync(t *testing.T) {
 
 	s.setSharedNetworkMTU(1400) // what a resync that read a new MTU writes
 	s.reconcile()
-	g.Expect(s.cloudCalls()).To(BeNumerically(">", before), "the SharedNetwork was written again: the cloud is observed again")
+	g.Expect(s.cloudCalls()).To(BeNumerically(">", before), "the SharedNetwork's facts were read again: the cloud is observed again")
 	g.Expect(condition(s.attachment("md-a"), sharednetv1.CloudFitsCondition).Reason).To(Equal(sharednetv1.ReasonCloudChanged))
 }
 

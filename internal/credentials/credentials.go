@@ -148,6 +148,20 @@ func (s *Source) open(ctx context.Context, reader client.Reader, key client.Obje
 	return s.Sessions.Get(ctx, id, secret.ResourceVersion, cred)
 }
 
+// SameCloud says whether the cluster's credential authenticates at the VM
+// project's Keystone and region, asking nobody: a *ForeignKeystoneError
+// when not. A cluster of another cloud is sent no request (its catalog's
+// URLs are the tenant's choice).
+func SameCloud(cluster, vm openstack.Identity) error {
+	if cluster.Keystone() != vm.Keystone() {
+		return &ForeignKeystoneError{Why: fmt.Sprintf("it authenticates at %s, another Keystone", cluster.Keystone())}
+	}
+	if cluster.Region() != vm.Region() {
+		return &ForeignKeystoneError{Why: fmt.Sprintf("it uses region %q, another region", cluster.Region())}
+	}
+	return nil
+}
+
 // ForeignKeystoneError refuses a share: the cluster's credential does not
 // belong to the SharedNetwork's cloud, or its Keystone does not vouch for the
 // project it claims. Its text names only the cluster's own side.
@@ -172,11 +186,8 @@ type Voucher interface {
 // token is validated there again over the VM credential's connection (the
 // administrator's URL and CA), which reports the project it is really for.
 func VerifiedProject(ctx context.Context, cluster openstack.Identity, vm Voucher) (string, error) {
-	if cluster.Keystone() != vm.Keystone() {
-		return "", &ForeignKeystoneError{Why: fmt.Sprintf("it authenticates at %s, another Keystone", cluster.Keystone())}
-	}
-	if cluster.Region() != vm.Region() {
-		return "", &ForeignKeystoneError{Why: fmt.Sprintf("it uses region %q, another region", cluster.Region())}
+	if err := SameCloud(cluster, vm); err != nil {
+		return "", err
 	}
 	project, err := vm.ProjectOfToken(ctx, cluster.Token())
 	if err != nil {

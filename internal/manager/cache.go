@@ -29,8 +29,9 @@ import (
 // 4 nodegroups that is 8,000 each, and their specs and statuses (resolved
 // ports, node info, conditions) are most of the manager's heap. The
 // extension never writes these kinds, so no update can carry a trimmed
-// copy back. A new read of another of their fields must keep it here
-// (TestTheCacheKeepsWhatTheExtensionReads fails otherwise).
+// copy back. A new read of another of their fields must keep it here, and
+// join TestTheCacheKeepsWhatTheExtensionReads, which runs every read of
+// them on full and trimmed copies.
 func trimmedKinds() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		// MeasureRollout: the template each was cloned from (an

@@ -147,11 +147,13 @@ func Ingress(ctx context.Context, groups openstack.SecurityGroups, facts *shared
 	case err != nil:
 		return err
 	}
-	for i, s := range facts.Subnets {
-		cidr, err := netip.ParsePrefix(s.CIDR)
-		if err != nil {
+	cidrs := make([]netip.Prefix, len(facts.Subnets))
+	for i, s := range facts.Subnets { // all or none: never half the subnets counted anew
+		if cidrs[i], err = netip.ParsePrefix(s.CIDR); err != nil {
 			return fmt.Errorf("subnet %s has CIDR %q, which does not parse: %w", s.ID, s.CIDR, err)
 		}
+	}
+	for i, cidr := range cidrs {
 		facts.Subnets[i].AdmittingIngressRules = ptr.To(clamp32(openstack.Admitting(rules, cidr)))
 	}
 	return nil

@@ -131,6 +131,9 @@ func (s *Session) Share(ctx context.Context, networkID, projectID string) (strin
 		}
 		id, findErr := s.FindShare(ctx, networkID, projectID)
 		if findErr != nil {
+			if overQuota(err) { // the refusal says what to do; the lookup why it is not sure
+				return "", &OverQuotaError{Err: errors.Join(s.wrap(err, "sharing network %s with project %s", networkID, projectID), findErr)}
+			}
 			return "", findErr
 		}
 		if id != "" {

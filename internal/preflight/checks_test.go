@@ -75,8 +75,11 @@ func TestAdmissionRefusesAClusterOfAnotherKeystone(t *testing.T) {
 	})
 	t.Run("a Keystone of the tenant's own: refused, naming the rule and the fix", func(t *testing.T) {
 		g := NewWithT(t)
-		c, cluster := checker(t, &fakecloud.Project{ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"})
+		foreign := &fakecloud.Project{ID: "victim-project", KeystoneURL: "http://127.0.0.1:35357/"}
+		c, cluster := checker(t, foreign)
 		err := ask(c, Attach, cluster)
+		g.Expect(foreign.Cloud.Calls).NotTo(HaveKey(BeElementOf("ProjectOfToken", "Network", "Ports")),
+			"a cloud of the tenant's choosing is sent no request: its Keystone is compared first")
 		g.Expect(err).To(MatchError(And(ContainSubstring(`MachineDeployment topology "md-a"`), ContainSubstring(rules.RuleSameCloud+":"),
 			ContainSubstring("http://127.0.0.1:35357/, another Keystone"), ContainSubstring("fix the cluster's clouds.yaml"))))
 		g.Expect(err.Error()).NotTo(ContainSubstring(fakecloud.DefaultKeystone), "the VM project's Keystone is not shown")

@@ -286,7 +286,7 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 		g.n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the change cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return false, nil
 	}
-	answers, reused := c.admitted.take(g, cloud, c.now())
+	answers, reused := c.admitted.take(g, cloud, osc, c.now())
 	if !reused {
 		answers = c.askClusterProject(ctx, g, cloud, osc)
 	}
@@ -297,7 +297,7 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 		g.project = ""
 		return false, nil
 	}
-	if answers.readMTU {
+	if answers.readMTU() {
 		if answers.mtuErr != nil {
 			g.n.CannotAsk = fmt.Sprintf("cannot read the cluster network's MTU; nothing was changed: %v", answers.mtuErr)
 			return false, nil
@@ -315,40 +315,57 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 // projectAnswers are the cluster's project's answers to one question.
 type projectAnswers struct {
 	project, foreign, cannotVerify string
-	readMTU                        bool
-	mtu                            int
-	mtuErr, quotaErr               error
-	free                           *int
+	// network is the cluster network whose MTU was read ("" when none yet).
+	network          string
+	mtu              int
+	mtuErr, quotaErr error
+	free             *int
 }
 
-// complete says every answer came: only those are kept for the share.
+func (a projectAnswers) readMTU() bool { return a.network != "" }
+
+// complete says every answer came, the MTU included: only those are kept
+// for the share.
 func (a projectAnswers) complete() bool {
-	return a.project != "" && a.foreign == "" && a.cannotVerify == "" && a.mtuErr == nil && a.quotaErr == nil
+	return a.project != "" && a.foreign == "" && a.cannotVerify == "" && a.readMTU() && a.mtuErr == nil && a.quotaErr == nil
 }
 
-// askClusterProject asks the three questions at once: none needs another's
-// answer, and each is a round trip to a cloud (a third of a second on a
-// busy one) on the path of both the admission and the share. The caller
+// askClusterProject asks the cluster's project its three questions at once
+// (does the SharedNetwork's Keystone vouch for its token, its network's MTU,
+// its port quota): none needs another's answer, and each is a round trip to
+// a cloud (a third of a second on a busy one) on the path of both the
+// admission and the share. The Keystone and region are compared first,
+// asking nobody: a cluster of another cloud is sent no request. The caller
 // judges the answers in the order they were always asked, so a refusal
-// reads the same; an MTU and a quota read from a project that turns out
-// foreign are the tenant's own and are dropped.
+// reads the same.
 func (c *Checker) askClusterProject(ctx context.Context, g *gathering, cloud openstack.ClusterCloud, osc *infrav1.OpenStackCluster) projectAnswers {
-	var (
-		a  projectAnswers
-		wg sync.WaitGroup
-	)
-	a.readMTU = osc.Status.Network != nil && osc.Status.Network.ID != ""
+	var a projectAnswers
+	sn := g.res.SharedNetwork
+	vm, err := c.Cloud.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("opening the VM project to verify a cluster's project", "sharedNetwork", sn.Name, "error", err.Error())
+		a.cannotVerify = cannotVerify(sn)
+		return a
+	}
+	if err := credentials.SameCloud(cloud, vm); err != nil {
+		a.foreign = err.Error()
+		return a
+	}
+	if osc.Status.Network != nil {
+		a.network = osc.Status.Network.ID
+	}
+	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		a.project, a.foreign, a.cannotVerify = c.sameCloud(ctx, g.res.SharedNetwork, cloud)
+		a.project, a.foreign, a.cannotVerify = c.vouch(ctx, sn, cloud, vm)
 	}()
 	go func() {
 		defer wg.Done()
 		a.free, a.quotaErr = portQuotaFree(ctx, cloud)
 	}()
-	if a.readMTU {
-		a.mtu, a.mtuErr = networkMTU(ctx, cloud, osc.Status.Network.ID)
+	if a.readMTU() {
+		a.mtu, a.mtuErr = networkMTU(ctx, cloud, a.network)
 	}
 	wg.Wait()
 	return a
@@ -396,8 +413,10 @@ func (m *admittedAnswers) keep(g *gathering, cloud openstack.ClusterCloud, a pro
 	m.answers[keyOf(g)] = admitted{answers: a, cloud: cloud, at: now}
 }
 
-// take returns the admission's answers for the share's question, once.
-func (m *admittedAnswers) take(g *gathering, cloud openstack.ClusterCloud, now time.Time) (projectAnswers, bool) {
+// take returns the admission's answers for the share's question, once:
+// got with the same session, for the cluster network CAPO made (the MTU
+// judged is that network's), within admittedMaxAge.
+func (m *admittedAnswers) take(g *gathering, cloud openstack.ClusterCloud, osc *infrav1.OpenStackCluster, now time.Time) (projectAnswers, bool) {
 	if g.q.Ask != BeforeShare {
 		return projectAnswers{}, false
 	}
@@ -406,7 +425,8 @@ func (m *admittedAnswers) take(g *gathering, cloud openstack.ClusterCloud, now t
 	key := keyOf(g)
 	a, ok := m.answers[key]
 	delete(m.answers, key)
-	if !ok || a.cloud != cloud || now.Sub(a.at) > admittedMaxAge || now.Before(a.at) {
+	if !ok || a.cloud != cloud || now.Sub(a.at) > admittedMaxAge || now.Before(a.at) ||
+		osc.Status.Network == nil || osc.Status.Network.ID != a.answers.network {
 		return projectAnswers{}, false
 	}
 	return a.answers, true
@@ -425,21 +445,15 @@ func portQuotaFree(ctx context.Context, quota openstack.PortQuota) (*int, error)
 	return q.Free(), nil
 }
 
-// sameCloud asks whether the SharedNetwork's Keystone vouches for the
+// vouch asks whether the SharedNetwork's Keystone vouches for the
 // cluster's credential (credentials.VerifiedProject): otherwise the network
 // would be shared with whatever project a Keystone of the tenant's choosing
 // claims. project is the vouched project; foreign says why it is not;
 // cannotVerify why it could not be asked (the VM project's own errors are
 // the administrator's, reported in the SharedNetwork's status, not the
 // cluster owner's).
-func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.Identity) (project, foreign, cannotVerify string) {
-	cannot := fmt.Sprintf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
-	vm, err := c.Cloud.ForSharedNetwork(ctx, sn)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Info("opening the VM project to verify a cluster's project", "sharedNetwork", sn.Name, "error", err.Error())
-		return "", "", cannot
-	}
-	project, err = credentials.VerifiedProject(ctx, cluster, vm)
+func (c *Checker) vouch(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.Identity, vm credentials.Voucher) (project, foreign, cannot string) {
+	project, err := credentials.VerifiedProject(ctx, cluster, vm)
 	var other *credentials.ForeignKeystoneError
 	switch {
 	case err == nil:
@@ -448,7 +462,11 @@ func (c *Checker) sameCloud(ctx context.Context, sn *sharednetv1.SharedNetwork, 
 		return "", err.Error(), ""
 	}
 	ctrl.LoggerFrom(ctx).Info("verifying a cluster's project", "sharedNetwork", sn.Name, "error", err.Error())
-	return "", "", cannot
+	return "", "", cannotVerify(sn)
+}
+
+func cannotVerify(sn *sharednetv1.SharedNetwork) string {
+	return fmt.Sprintf("cannot verify the cluster's project with SharedNetwork %s's cloud right now; nothing was changed, retry later", sn.Name)
 }
 
 // shareQuota records the VM project's RBAC policy quota and whether the

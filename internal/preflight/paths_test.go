@@ -427,6 +427,16 @@ func TestTheShareActsOnItsAdmissionsAnswersOnce(t *testing.T) {
 	decide(BeforeShare)
 	g.Expect(asked()).To(Equal(18), "another session (the cluster's Secret changed): vouched for again")
 
+	// An admission before CAPO made the cluster network read no MTU: the
+	// share asks, for the network there is now.
+	network := w.project.OpenStackCluster.Status.Network
+	w.project.OpenStackCluster.Status.Network = nil
+	decide(Attach)
+	g.Expect(asked()).To(Equal(20), "the vouch and the quota; no network, no MTU")
+	w.project.OpenStackCluster.Status.Network = network
+	decide(BeforeShare)
+	g.Expect(asked()).To(Equal(23), "the MTU was never read: asked, with the rest")
+
 	// Every rule still runs on reused answers: a subnet grown full since
 	// the admission refuses the share.
 	decide(Attach)
@@ -434,5 +444,6 @@ func TestTheShareActsOnItsAdmissionsAnswersOnce(t *testing.T) {
 	g.Expect(c.Reader.(client.Client).Update(context.Background(), w.sn)).To(Succeed())
 	refused, err := c.Decide(context.Background(), Question{Ask: BeforeShare, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(asked()).To(Equal(26), "the admission's answers reused")
 	g.Expect(refused.Refusal.Error()).To(ContainSubstring("capacity:"))
 }
