@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
@@ -202,7 +203,7 @@ func (r *cloudControllerManagers) start(v CloudConfigVariables) (*process, error
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 	"github.com/capo-sharednet/capo-sharednet/test/standins"
 )
@@ -344,7 +345,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		return nil, err
 	}
 	common := func(name string, wio *envtest.WebhookInstallOptions) (*process, error) {
-		health, err := freePort()
+		health, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -375,16 +376,16 @@ func Start(ctx context.Context, opts Options) (_ *Plane, retErr error) {
 		}
 		p.managers = append(p.managers, pr)
 	}
-	health, err := freePort()
+	health, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	diagnostics, err := freePort()
+	diagnostics, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	p.ExtensionMetricsURL = "http://" + addr(diagnostics) + "/metrics"
-	deletionHook, err := freePort()
+	deletionHook, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -598,7 +599,7 @@ func (p *Plane) StartExtension(ctx context.Context) error {
 // controllerManager is kube-controller-manager against one of the plane's
 // API servers, built from the same Kubernetes version as kube-apiserver.
 func (p *Plane) controllerManager(binary, plane, kubeconfig string) (*process, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}

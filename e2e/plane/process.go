@@ -145,16 +145,6 @@ func (p *process) pid() int {
 	return p.cmd.Process.Pid
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // wrapAssets makes a folder whose kube-apiserver and etcd run the real

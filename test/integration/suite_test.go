@@ -19,24 +19,21 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
@@ -80,11 +77,11 @@ func run(m *testing.M) int {
 // admission webhook from config/webhook and an ExtensionConfig, and waits
 // until CAPI has discovered its handlers.
 func startExtension(ctx context.Context) error {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return err
 	}
-	deletionPort, err := freePort()
+	deletionPort, err := loopback.FreePort()
 	if err != nil {
 		return err
 	}
@@ -115,7 +112,7 @@ func startExtension(ctx context.Context) error {
 		}
 	}()
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	if err := installAdmissionWebhook(ctx, url); err != nil {
+	if _, err := env.InstallWebhooks(ctx, "capo-sharednet-integration", url); err != nil {
 		return err
 	}
 	// The two ExtensionConfigs of config/default; the deletion hook's
@@ -155,33 +152,4 @@ func registerExtension(ctx context.Context, name, url string, handlers int) erro
 		return fmt.Errorf("ExtensionConfig %s was not discovered (conditions %+v): %w", ec.Name, ec.Status.Conditions, err)
 	}
 	return nil
-}
-
-// installAdmissionWebhook installs the shipped config/webhook/manifests.yaml,
-// pointed at the extension's URL instead of its in-cluster Service.
-func installAdmissionWebhook(ctx context.Context, url string) error {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		return err
-	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := yaml.UnmarshalStrict(raw, cfg); err != nil {
-		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
-	}
-	cfg.Name = "capo-sharednet-integration"
-	for i := range cfg.Webhooks {
-		path := *cfg.Webhooks[i].ClientConfig.Service.Path
-		full := url + path
-		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &full, CABundle: env.CAData}
-	}
-	return env.Client.Create(ctx, cfg)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

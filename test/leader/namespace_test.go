@@ -31,6 +31,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 )
 
 // TestNamespaceLimitsWhatTheManagerReads: with the clusterctl contract's
@@ -55,9 +56,9 @@ func TestNamespaceLimitsWhatTheManagerReads(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, secret) })
 
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	deletionPort, err := freePort()
+	deletionPort, err := loopback.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
 	m, err := manager.NewManager(env.Config, manager.Options{
 		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: deletionPort, WebhookCertDir: env.CertDir,

@@ -36,6 +36,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/controllers"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 )
 
 // TestAReappliedShippedSelectorIsPutRightAtOnce: an upgrade reapplies the
@@ -55,9 +56,9 @@ func TestAReappliedShippedSelectorIsPutRightAtOnce(t *testing.T) {
 		Spec:       sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: "s"},
 	})).To(Succeed())
 
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
-	deletionPort, err := freePort()
+	deletionPort, err := loopback.FreePort()
 	g.Expect(err).NotTo(HaveOccurred())
 	shipped := controllers.NamespacesSelector(nil)
 	ec := &runtimev1.ExtensionConfig{

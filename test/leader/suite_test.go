@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
@@ -77,11 +77,11 @@ func run(m *testing.M) int {
 // not matter to CAPI. It stands in for the extension's Service. The hooks ask
 // no cloud, so the manager's real OpenStack sessions are never used.
 func startHooks(ctx context.Context) (stop func() error, _ error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	deletionPort, err := freePort()
+	deletionPort, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -128,13 +128,4 @@ func startHooks(ctx context.Context) (stop func() error, _ error) {
 		return nil, errors.Join(fmt.Errorf("ExtensionConfig %s was not discovered (conditions %+v): %w", ec.Name, ec.Status.Conditions, err), stop())
 	}
 	return stop, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,6 +42,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
@@ -132,20 +132,6 @@ func managerBinary(ctx context.Context, t *testing.T) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	tcp, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		t.Fatalf("%v is no TCP address", l.Addr())
-	}
-	return tcp.Port
-}
-
 // runManager runs the manager binary against the test's API server until
 // every controller has started its workers and then for steadyState, reads
 // its memory and stops it (SIGTERM, SIGKILL after stopGrace). The process
@@ -158,15 +144,15 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters i
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	diagnostics, profiler := freePort(t), freePort(t)
+	diagnostics, profiler := loopback.Port(t), loopback.Port(t)
 	args := []string{
 		"--profiler-address=127.0.0.1:" + strconv.Itoa(profiler),
 		"--leader-elect=false",
 		"--webhook-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(freePort(t)),
-		"--deletion-hook-port=" + strconv.Itoa(freePort(t)),
+		"--webhook-port=" + strconv.Itoa(loopback.Port(t)),
+		"--deletion-hook-port=" + strconv.Itoa(loopback.Port(t)),
 		"--webhook-cert-dir=" + env.CertDir,
-		"--health-addr=127.0.0.1:" + strconv.Itoa(freePort(t)),
+		"--health-addr=127.0.0.1:" + strconv.Itoa(loopback.Port(t)),
 		"--diagnostics-address=127.0.0.1:" + strconv.Itoa(diagnostics),
 		"--insecure-diagnostics",
 		"--credentials-namespace=" + install.Namespace,

@@ -37,6 +37,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
@@ -124,7 +125,7 @@ func TestManagerMemoryAtScale(t *testing.T) {
 	baseline := runManager(ctx, t, bin, "baseline", 0)
 	logMeasurement(t, baseline)
 
-	w := &scaleWorld{closedPort: freePort(t), now: metav1.Now()}
+	w := &scaleWorld{closedPort: loopback.Port(t), now: metav1.Now()}
 	counts := Counts{}
 	var written time.Duration
 	step := func(what string, f func(context.Context) error) {

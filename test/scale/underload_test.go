@@ -39,7 +39,6 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +47,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -61,7 +59,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
-	"github.com/capo-sharednet/capo-sharednet/test/providers"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
@@ -479,7 +477,7 @@ func burstWorld(ctx context.Context, t *testing.T, clusters, namespaces int) int
 	if clusters%clustersPerNamespace != 0 {
 		t.Fatalf("the API server holds %d scale Clusters, not whole namespaces of %d: the run that wrote them stopped half way", clusters, clustersPerNamespace)
 	}
-	w := &scaleWorld{closedPort: freePort(t), now: metav1.Now()}
+	w := &scaleWorld{closedPort: loopback.Port(t), now: metav1.Now()}
 	counts := Counts{}
 	step := func(what string, f func(context.Context) error) {
 		t.Helper()
@@ -577,9 +575,9 @@ func burstCloud(ctx context.Context, t *testing.T, clusters int, mismatched map[
 // It returns the webhook server's URL; the manager stops with the test.
 func startWebhooks(ctx context.Context, t *testing.T, clouds credentials.Clouds) string {
 	t.Helper()
-	port := freePort(t)
+	port := loopback.Port(t)
 	mgr, err := manager.NewManager(env.Config, manager.Options{
-		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: freePort(t), WebhookCertDir: env.CertDir,
+		WebhookHost: "127.0.0.1", WebhookPort: port, DeletionHookPort: loopback.Port(t), WebhookCertDir: env.CertDir,
 		HealthProbeBindAddress: "0", Namespace: install.Namespace, Resync: factsTrusted,
 	})
 	if err != nil {
@@ -652,27 +650,8 @@ func startWebhooks(ctx context.Context, t *testing.T, clouds credentials.Clouds)
 // is deleted when the test ends.
 func installClusterWebhook(ctx context.Context, t *testing.T, url string) time.Duration {
 	t.Helper()
-	root, err := providers.RepoRoot()
+	cfg, err := env.InstallWebhooks(ctx, "capo-sharednet-scale-burst", url, clusterWebhook)
 	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := yaml.UnmarshalStrict(raw, cfg); err != nil {
-		t.Fatalf("config/webhook/manifests.yaml: %v", err)
-	}
-	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == clusterWebhook })
-	if i < 0 {
-		t.Fatalf("config/webhook/manifests.yaml has no webhook %s", clusterWebhook)
-	}
-	wh := cfg.Webhooks[i]
-	full := url + *wh.ClientConfig.Service.Path
-	wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &full, CABundle: env.CAData}
-	cfg.Name, cfg.Webhooks = "capo-sharednet-scale-burst", []admissionregistrationv1.ValidatingWebhook{wh}
-	if err := env.Client.Create(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -682,7 +661,7 @@ func installClusterWebhook(ctx context.Context, t *testing.T, url string) time.D
 			t.Errorf("deleting ValidatingWebhookConfiguration %s: %v", cfg.Name, err)
 		}
 	})
-	return time.Duration(ptr.Deref(wh.TimeoutSeconds, 10)) * time.Second // the API's default
+	return time.Duration(ptr.Deref(cfg.Webhooks[0].TimeoutSeconds, 10)) * time.Second // the API's default
 }
 
 // warmUp waits, with dry runs of Cluster i, until the kube-apiserver sends

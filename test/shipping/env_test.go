@@ -19,7 +19,6 @@ package shipping
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
@@ -94,16 +94,6 @@ var (
 	extensionErr  error
 )
 
-// unusedPort is a port of 127.0.0.1 nothing listens on now.
-func unusedPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // extension runs this project's manager, built from the pieces main.go
 // registers but the attachment controller, on HTTPS ports of 127.0.0.1
 // (certificate of envtest, which covers 127.0.0.1), and returns its URLs. The
@@ -111,12 +101,12 @@ func unusedPort() (int, error) {
 func extension(t *testing.T, e *testenv.Environment) extensionURLs {
 	t.Helper()
 	extensionOnce.Do(func() {
-		port, err := unusedPort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			extensionErr = err
 			return
 		}
-		deletionPort, err := unusedPort()
+		deletionPort, err := loopback.FreePort()
 		if err != nil {
 			extensionErr = err
 			return

@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
@@ -490,16 +491,6 @@ func lastFlag(args []string, name string) string {
 	return v
 }
 
-// freePort is a TCP port of 127.0.0.1 free right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	port, err := unusedPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.Itoa(port)
-}
-
 // TestTiltDebugManager runs the manager Tilt builds with the arguments Tilt's
 // debug mode gives it (docs/tilt.md's settings) against a real API server and
 // fetches what the Tilt UI links to: the profiler (profiler_port) and the
@@ -523,12 +514,12 @@ func TestTiltDebugManager(t *testing.T) {
 			apply(t, ctx, e.Client, objs[i].DeepCopy())
 		}
 	}
-	profiler, diagnostics := freePort(t), freePort(t)
+	profiler, diagnostics := strconv.Itoa(loopback.Port(t)), strconv.Itoa(loopback.Port(t))
 	moved := map[string]string{
 		"--profiler-address":    "127.0.0.1:" + profiler,
 		"--diagnostics-address": "127.0.0.1:" + diagnostics,
-		"--health-addr":         "127.0.0.1:" + freePort(t),
-		"--webhook-port":        freePort(t),
+		"--health-addr":         "127.0.0.1:" + strconv.Itoa(loopback.Port(t)),
+		"--webhook-port":        strconv.Itoa(loopback.Port(t)),
 		"--webhook-cert-dir":    e.CertDir,
 	}
 	for i, a := range args {

@@ -47,12 +47,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -75,6 +77,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	capowebhooks "sigs.k8s.io/cluster-api-provider-openstack/pkg/webhooks"
 	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
@@ -617,4 +620,43 @@ func StartWithExtension(ctx context.Context) (*Environment, error) {
 		return nil, errors.Join(fmt.Errorf("creating namespace %s: %w", install.Namespace, err), e.Stop())
 	}
 	return e, nil
+}
+
+// InstallWebhooks creates config/webhook/manifests.yaml's
+// ValidatingWebhookConfiguration as name, each webhook (or only those
+// named) sent to url plus its Service's path and trusting CAData: the
+// shipped rules in front of this API server, for the extension's webhooks
+// served on loopback instead of its in-cluster Service. It returns what it
+// created.
+func (e *Environment) InstallWebhooks(ctx context.Context, name, url string, only ...string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	root, err := providers.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(raw, cfg); err != nil {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+	}
+	want := len(cfg.Webhooks)
+	if len(only) > 0 {
+		want = len(only)
+	}
+	var webhooks []admissionregistrationv1.ValidatingWebhook
+	for _, wh := range cfg.Webhooks {
+		if len(only) > 0 && !slices.Contains(only, wh.Name) {
+			continue
+		}
+		full := url + ptr.Deref(wh.ClientConfig.Service.Path, "")
+		wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &full, CABundle: e.CAData}
+		webhooks = append(webhooks, wh)
+	}
+	if len(webhooks) != want {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml has %d of the webhooks %q", len(webhooks), only)
+	}
+	cfg.Name, cfg.Webhooks = name, webhooks
+	return cfg, e.Client.Create(ctx, cfg)
 }

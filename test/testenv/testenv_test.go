@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"testing"
@@ -37,6 +36,8 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/exp/runtime/catalog"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
+
+	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 )
 
 var env *Environment
@@ -158,12 +159,7 @@ const patchTag = "testenv-patched"
 // OpenStackMachineTemplate of MachineDeployment topology md-a only. Returns its URL.
 func startExtension(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := loopback.Port(t)
 
 	cat := runtimecatalog.New()
 	_ = runtimehooksv1.AddToCatalog(cat)
