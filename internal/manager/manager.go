@@ -138,6 +138,18 @@ const (
 	DefaultReconcileTimeout = 2 * time.Minute
 )
 
+// GoMemoryReserve is what the manager leaves of its container's memory
+// limit to what the Go runtime does not count: the binary's pages, about
+// 50 MiB resident (test/scale), which the container's limit counts too.
+const GoMemoryReserve = 64 << 20
+
+// GoMemoryLimit is the soft limit (GOMEMLIMIT) the manager gives the Go
+// runtime in a container limited to limit bytes: the limit less
+// GoMemoryReserve, and never less than half of it.
+func GoMemoryLimit(limit uint64) uint64 {
+	return max(limit-min(limit, GoMemoryReserve), limit/2)
+}
+
 // controllerOptions are the options of a controller with workers workers.
 func (o Options) controllerOptions(workers int) controller.Options {
 	if workers <= 0 {
@@ -218,6 +230,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts := cache.Options{
 		ByObject:         byObject,
 		DefaultTransform: cache.TransformStripManagedFields(),
+		NewInformer:      newListGate(maxListHold).newInformer,
 	}
 	if opts.SyncPeriod > 0 {
 		cacheOpts.SyncPeriod = &opts.SyncPeriod

@@ -44,11 +44,11 @@ func FreePort() (int, error) {
 }
 
 // Port is FreePort for a test, which it fails when the kernel gives none.
-func Port(t testing.TB) int {
-	t.Helper()
+func Port(tb testing.TB) int {
+	tb.Helper()
 	port, err := FreePort()
 	if err != nil {
-		t.Fatalf("a free port of 127.0.0.1: %v", err)
+		tb.Fatalf("a free port of 127.0.0.1: %v", err)
 	}
 	return port
 }

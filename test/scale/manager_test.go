@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
+	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/test/loopback"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
@@ -74,6 +75,9 @@ type measurement struct {
 	RSS               uint64 `json:"rssBytes"`
 	HeapInuse         uint64 `json:"heapInuseBytes"`
 	HeapInuseBeforeGC uint64 `json:"heapInuseBeforeGCBytes"`
+	// GoMemoryLimit is the GOMEMLIMIT it ran with: what it sets itself in
+	// a container limited to the size's budget.
+	GoMemoryLimit uint64 `json:"goMemoryLimitBytes"`
 	// Startup is from the start of the process until every controller
 	// logged "Starting workers".
 	Startup time.Duration `json:"startupNanoseconds"`
@@ -135,10 +139,12 @@ func managerBinary(ctx context.Context, t *testing.T) string {
 // runManager runs the manager binary against the test's API server until
 // every controller has started its workers and then for steadyState, reads
 // its memory and stops it (SIGTERM, SIGKILL after stopGrace). The process
-// never outlives the test.
+// never outlives the test. It runs as in a container whose memory limit is
+// the size's budget: with the Go soft limit the manager sets itself from
+// that limit (main.go), since no cgroup limit can be set here.
 func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters int) measurement {
 	t.Helper()
-	m := measurement{Phase: phase, Log: filepath.Join(artifactsDir(t), "manager-"+phase+".log")}
+	m := measurement{Phase: phase, Log: filepath.Join(artifactsDir(t), "manager-"+phase+".log"), GoMemoryLimit: manager.GoMemoryLimit(rssBudget(clusters))}
 	logFile, err := os.Create(m.Log)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +172,8 @@ func runManager(ctx context.Context, t *testing.T, bin, phase string, clusters i
 	cmd := exec.CommandContext(runCtx, bin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = stopGrace
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "POD_NAMESPACE="+install.Namespace, "POD_NAME=capo-sharednet-scale")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "POD_NAMESPACE="+install.Namespace, "POD_NAME=capo-sharednet-scale",
+		"GOMEMLIMIT="+strconv.FormatUint(m.GoMemoryLimit, 10))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

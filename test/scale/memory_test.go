@@ -164,7 +164,7 @@ func TestManagerMemoryAtScale(t *testing.T) {
 		r.SlopeMiBPerCluster = (float64(last.Loaded.PeakRSS) - float64(first.Loaded.PeakRSS)) / (1 << 20) / float64(last.Clusters-first.Clusters)
 	}
 
-	summary := fmt.Sprintf("manager memory, Clusters x %d nodegroups (baseline: the manager on an empty API server)\n%-9s %8s %12s %12s %12s %10s %20s %9s %9s %s\n",
+	summary := fmt.Sprintf("manager memory, Clusters x %d nodegroups (baseline: the manager on an empty API server; each run with the Go soft limit it sets itself in a container limited to the budget)\n%-9s %8s %12s %12s %12s %10s %20s %9s %9s %s\n",
 		len(nodegroups), "clusters", "objects", "peak RSS", "RSS", "live heap", "peak/base", "budget", "rewritten", "settled", "OpenStack requests (first look at each attachment)")
 	summary += fmt.Sprintf("%-9s %8d %12s %12s %12s\n", "baseline", 0, mib(baseline.PeakRSS), mib(baseline.RSS), mib(baseline.HeapInuse))
 	for _, p := range r.Points {
@@ -264,8 +264,8 @@ func sum(m map[string]int) int {
 
 func logMeasurement(t *testing.T, m measurement) {
 	t.Helper()
-	t.Logf("%s: peak RSS %s, RSS %s, live heap %s (in use before a GC %s); workers started after %s, queues empty after %s; log %d lines, %d with an error; reconciles %v, errors %v; objects rewritten %v; OpenStack requests %d (%s)",
-		m.Phase, mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapInuseBeforeGC), m.Startup.Round(100*time.Millisecond), m.Settled.Round(100*time.Millisecond),
+	t.Logf("%s: peak RSS %s, RSS %s, live heap %s (in use before a GC %s), GOMEMLIMIT %s; workers started after %s, queues empty after %s; log %d lines, %d with an error; reconciles %v, errors %v; objects rewritten %v; OpenStack requests %d (%s)",
+		m.Phase, mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapInuseBeforeGC), mib(m.GoMemoryLimit), m.Startup.Round(100*time.Millisecond), m.Settled.Round(100*time.Millisecond),
 		m.LogLines, m.LogErrors, m.Reconciles, m.ReconcileErrors, m.Rewritten, m.OpenStackRequests, m.Log)
 }
 
