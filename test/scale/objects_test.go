@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,6 +308,12 @@ func (w *scaleWorld) writeSharedNetworkStatus(ctx context.Context, namespaces in
 				}
 			}
 		}
+	}
+	// In the controller's order, by namespace/cluster/nodegroup as strings:
+	// scale-100 comes before scale-11 (from 1,001 Clusters on).
+	key := func(c sharednetv1.Consumer) string { return c.Namespace + "/" + c.Cluster + "/" + c.MachineDeployment }
+	for _, c := range consumers {
+		slices.SortFunc(c, func(a, b sharednetv1.Consumer) int { return strings.Compare(key(a), key(b)) })
 	}
 	for i := range sharedNetworks {
 		sn := &sharednetv1.SharedNetwork{}
