@@ -63,7 +63,7 @@ bench: ## Run the benchmarks of docs/performance.md (hooks, admission at scale, 
 	./hack/bench.sh
 
 .PHONY: bench-scale
-bench-scale: ## The curve of docs/performance.md: memory, admission and requests at 100-2,000 Clusters (about 40 minutes); rewrites its table and plot.
+bench-scale: ## The curve of docs/performance.md: memory, admission and requests at 100-2,000 Clusters (about 25 minutes); rewrites its table and plot.
 	./hack/bench-scale.sh
 
 .PHONY: testbed

@@ -7,7 +7,7 @@
 # requests of its first look at every attachment, and the Cluster webhook's
 # decision against the 1-Cluster one; GeneratePatches at 1,000 nodegroups.
 # hack/benchplot then writes the table into docs/performance.md and the plot
-# into docs/performance-scale.svg. About 40 minutes on 2 cores at the
+# into docs/performance-scale.svg. About 25 minutes on 2 cores at the
 # default sizes, most of it writing 42,000 objects.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
