@@ -28,9 +28,16 @@ import (
 )
 
 // maxListHold bounds how long one informer keeps the others from listing: a
-// list that takes longer (an API server far away, a kind of millions) lets
-// the next one start rather than hold the manager's start.
-const maxListHold = 2 * time.Minute
+// list that takes longer (an API server far away or overloaded, a kind of
+// millions) lets the next one start, as without the gate. At 2,000 Clusters
+// a list takes a second or two.
+const maxListHold = 30 * time.Second
+
+// cacheSyncTimeout is how long a controller waits for its informers: the
+// lists now add up (a dozen informers, each at most maxListHold before the
+// next starts), where controller-runtime's default of 2 minutes was sized
+// for lists made together.
+const cacheSyncTimeout = 10 * time.Minute
 
 // listGate lets the cache's informers list one at a time. An informer's
 // list reads every object of its kind in one response and decodes it whole
@@ -61,8 +68,15 @@ type gatedListWatch struct {
 	gate *listGate
 	lw   toolscache.ListerWatcherWithContext
 
-	mu      sync.Mutex
-	release func() // while this informer holds the gate
+	mu   sync.Mutex
+	held *hold // while this informer holds the gate
+}
+
+// hold is one turn at the gate, given back once.
+type hold struct {
+	once    sync.Once
+	stopped func() bool // stops the release when the informer stops
+	late    *time.Timer // the release after maxHold
 }
 
 func (l *gatedListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -94,7 +108,7 @@ func (l *gatedListWatch) Watch(opts metav1.ListOptions) (watch.Interface, error)
 // next page of its list, or the list again after its store refused it).
 func (l *gatedListWatch) acquire(ctx context.Context) error {
 	l.mu.Lock()
-	held := l.release != nil
+	held := l.held != nil
 	l.mu.Unlock()
 	if held {
 		return nil
@@ -104,22 +118,37 @@ func (l *gatedListWatch) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	var once sync.Once
-	free := func() { once.Do(func() { <-l.gate.slot }) }
-	stopped := context.AfterFunc(ctx, free)
-	late := time.AfterFunc(l.gate.maxHold, free)
+	h := &hold{}
 	l.mu.Lock()
-	l.release = func() { stopped(); late.Stop(); free() }
+	l.held = h
 	l.mu.Unlock()
+	h.stopped = context.AfterFunc(ctx, func() { l.free(h) })
+	h.late = time.AfterFunc(l.gate.maxHold, func() { l.free(h) })
 	return nil
+}
+
+// free gives the gate back once per turn; a turn that ends without a watch
+// (stopped, or held too long) is forgotten, so the informer's next list
+// waits for a turn of its own.
+func (l *gatedListWatch) free(h *hold) {
+	h.once.Do(func() {
+		<-l.gate.slot
+		l.mu.Lock()
+		if l.held == h {
+			l.held = nil
+		}
+		l.mu.Unlock()
+	})
 }
 
 func (l *gatedListWatch) giveBack() {
 	l.mu.Lock()
-	release := l.release
-	l.release = nil
+	h := l.held
+	l.held = nil
 	l.mu.Unlock()
-	if release != nil {
-		release()
+	if h != nil {
+		h.stopped()
+		h.late.Stop()
+		l.free(h)
 	}
 }

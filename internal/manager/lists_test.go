@@ -137,3 +137,32 @@ func TestTheGateIsGivenBackWithoutAWatch(t *testing.T) {
 		})
 	}
 }
+
+// A list that outlived its turn and is made again (its store refused it)
+// waits for a turn of its own instead of listing beside the next holder.
+func TestAListMadeAgainAfterItsTurnWaitsForAnother(t *testing.T) {
+	api := &listings{}
+	gate := newListGate(time.Second)
+	first := &gatedListWatch{gate: gate, lw: toolscache.ToListerWatcherWithContext(api.kind("first"))}
+	next := &gatedListWatch{gate: gate, lw: toolscache.ToListerWatcherWithContext(api.kind("next"))}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := <-listsThrough(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-listsThrough(ctx, next); err != nil { // after first's second
+		t.Fatalf("the next informer did not list within 10 s (%v)", err)
+	}
+	again := listsThrough(ctx, first)
+	select {
+	case err := <-again:
+		t.Fatalf("the first informer listed again (%v) while the next held the gate", err)
+	case <-time.After(200 * time.Millisecond): // well within next's turn of a second
+	}
+	if _, err := next.WatchWithContext(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-again; err != nil {
+		t.Fatalf("the first informer did not list again once the next watched (%v)", err)
+	}
+}

@@ -34,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -259,6 +260,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cacheOpts,
+		Controller:                    config.Controller{CacheSyncTimeout: cacheSyncTimeout},
 	}
 	if opts.LeaseDuration > 0 {
 		mgrOpts.LeaseDuration = &opts.LeaseDuration
