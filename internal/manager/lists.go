@@ -43,11 +43,11 @@ const cacheSyncTimeout = 10 * time.Minute
 // list reads every object of its kind in one response and decodes it whole
 // before the cache's transform trims it; the manager starts a dozen
 // informers at once, and their lists, live together, set its peak RSS at
-// 2,000 Clusters of 4 nodegroups (test/scale: 475 MiB before, 392-396
-// after, without a memory limit). A list holds the gate from the request until its reflector
-// starts to watch (the objects are in the store by then), fails, or stops.
-// Relists (after an API server restart, every informer at once) take
-// turns the same way.
+// 2,000 Clusters of 4 nodegroups (test/scale, without a memory limit: 475
+// MiB before, 392-396 after). A list holds the gate from the request until
+// its reflector starts to watch (the objects are in the store by then),
+// fails, stops, or has held it for maxHold. Relists (after an API server
+// restart, every informer at once) take turns the same way.
 type listGate struct {
 	slot    chan struct{}
 	maxHold time.Duration
