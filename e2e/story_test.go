@@ -248,8 +248,28 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		attempts := 0
 		Eventually(func(g Gomega) {
 			attempts++
+			// Open the window right after a resync: an attachment looks at
+			// the cloud again once its SharedNetwork's facts were read, a
+			// follow-on that lags the resync's own reconcile on a busy
+			// machine. It gets 1.5 s without a request to be over; the next
+			// resync is 5 s away.
+			start, err := scrapeExtension(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			var pre scrape
+			for deadline := time.Now().Add(15 * time.Second); ; {
+				pre, err = scrapeExtension(ctx)
+				g.Expect(err).NotTo(HaveOccurred())
+				if pre.reconcilesOf("sharednetwork") > start.reconcilesOf("sharednetwork") && !pre.busy("sharednetwork") {
+					break
+				}
+				g.Expect(time.Now().Before(deadline)).To(BeTrue(), "a SharedNetwork resync within 15 s (resync %s)", 5*time.Second)
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(1500 * time.Millisecond)
 			before, err := scrapeExtension(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(before.since(pre, openStackRequests)).To(BeEmpty(), "the resync's follow-on over before the window (else try another window)")
+			g.Expect(before.reconcilesOf("sharednetwork")).To(Equal(pre.reconcilesOf("sharednetwork")), "no second resync before the window (else try another window)")
 			for i := range 4 {
 				m := &clusterv1.Machine{}
 				g.Expect(pl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: machines[i%len(machines)].Name}, m)).To(Succeed())
