@@ -75,7 +75,7 @@ func down(d *dirs) error {
 	}
 	if _, err := os.Stat(d.marker("testbed-started-by-demo")); err == nil {
 		x.sayf("stopping the OpenStack test bed (the demo started it)")
-		if err := runLogged(d.root, d.log("testbed.log"), x.bed, "stop"); err != nil {
+		if err := runLogged(d.root, d.log("testbed.log"), exec.Command(x.bed, "stop")); err != nil {
 			return err
 		}
 		for _, f := range []string{"testbed-started-by-demo", "testbed.rc", "testbed.pid"} {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -44,7 +45,7 @@ func runPlane(d *dirs) error {
 	go func() {
 		fmt.Printf("kube-apiserver, kube-controller-manager, etcd and the cloud controller manager: building alongside (once; log %s)\n", rel(d.root, d.log("k8s-build.log")))
 		built := time.Now()
-		err := runLogged(d.root, d.log("k8s-build.log"), filepath.Join(d.root, "hack", "ensure-envtest-assets.sh"))
+		err := runLogged(d.root, d.log("k8s-build.log"), exec.Command(filepath.Join(d.root, "hack", "ensure-envtest-assets.sh")))
 		if err == nil {
 			fmt.Printf("kube-apiserver, kube-controller-manager, etcd and the cloud controller manager ready (%s)\n", time.Since(built).Round(time.Second))
 		}
