@@ -36,7 +36,7 @@ if [ "$cmd" = up ]; then
   fi
 fi
 
-say "demo tool: building (go build ./hack/demo, about 6 min cold beside the test bed's apt-get); log _artifacts/demo/build.log"
+say "demo tool: building (go build ./hack/demo, 3-6 min cold beside the test bed's apt-get); log _artifacts/demo/build.log"
 # GOGC=400 unless set, for this build only (plane.BuildGOGC says why).
 if ! GOGC=${GOGC:-400} go build -o bin/demo ./hack/demo >"$logs/build.log" 2>&1; then
   cat "$logs/build.log" >&2

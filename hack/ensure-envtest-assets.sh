@@ -35,7 +35,7 @@ if [ -z "$fresh" ]; then
     ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   done
   ldflags+=" -X k8s.io/cloud-provider-openstack/pkg/version.Version=$ccm_version"
-  echo "building etcd $etcd_version, kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; about 7 min cold on 2 cores)" >&2
+  echo "building etcd $etcd_version, kube-apiserver and kube-controller-manager $k8s_version, openstack-cloud-controller-manager $ccm_version (hack/tools/k8s; 4-10 min cold on 2 cores, by the machine)" >&2
   start=$(date +%s)
   tmp=$(mktemp -d "$out/.build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT

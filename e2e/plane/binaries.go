@@ -57,7 +57,7 @@ func ensureBinary(root, binDir string, p *provider, progress io.Writer) (string,
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(progress, "building %s %s from source (go build %s; CAPI's manager takes about 2-3 minutes cold on 2 cores)\n", p.Name, p.version, p.Main)
+	fmt.Fprintf(progress, "building %s %s from source (go build %s; CAPI's manager takes 1-4 minutes cold on 2 cores)\n", p.Name, p.version, p.Main)
 	start := time.Now()
 	if err := goBuildIn(root, out, p.Main, "-ldflags=-s -w"); err != nil { // no DWARF: shorter links
 		return "", err
