@@ -84,7 +84,8 @@ func goBuild(root, out, pkg string) error { return goBuildIn(root, out, pkg) }
 // of client-go and the apiserver library took 126 s instead of 150 s on two
 // cores (800: 122 s), for a larger heap per compile. GOGC is not part of the
 // build cache's keys: the packages are those of any other build.
-// hack/ensure-envtest-assets.sh and hack/demo.sh use the same value.
+// hack/ensure-envtest-assets.sh and hack/demo.sh use the same value
+// (TestTheScriptsBuildWithBuildGOGC).
 const BuildGOGC = "400"
 
 // BuildEnv is the environment of a go build the plane or the demo runs: this

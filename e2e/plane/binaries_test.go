@@ -17,9 +17,13 @@ limitations under the License.
 package plane
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
 // The plane's builds collect garbage less often, unless the user set GOGC:
@@ -42,5 +46,24 @@ func TestBuildsTakeGOGC400UnlessGOGCIsSet(t *testing.T) {
 	t.Setenv("GOGC", "100")
 	if got := gogc(); got != "100" {
 		t.Errorf("GOGC=100 set by the user: a build runs with GOGC=%q, want the user's 100", got)
+	}
+}
+
+// The builds the shell scripts run (the demo tool, the Kubernetes module)
+// take the same default as the plane's: BuildGOGC is the one value, the
+// scripts carry a copy because they run before any Go code.
+func TestTheScriptsBuildWithBuildGOGC(t *testing.T) {
+	root, err := providers.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []string{"hack/demo.sh", "hack/ensure-envtest-assets.sh"} {
+		raw, err := os.ReadFile(filepath.Join(root, script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "GOGC=${GOGC:-" + BuildGOGC + "} go build"; !strings.Contains(string(raw), want) {
+			t.Errorf("%s: its go build does not run with %q (plane.BuildGOGC); set the same default there", script, want)
+		}
 	}
 }
