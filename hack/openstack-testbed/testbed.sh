@@ -72,6 +72,10 @@ PACKAGES=(
   # Not services: cloud-init's converter and netplan render what Nova serves
   # an attached node (test/noderoutes).
   cloud-init netplan.io python3-yaml
+  # The linuxbridge agent's iptables firewall (security groups, port
+  # security) and ARP protection on plugged ports, and what the data-path
+  # test sends with (test/dataplane).
+  iptables ipset ebtables conntrack iputils-ping netcat-openbsd
 )
 
 log() { printf '%s testbed: %s\n' "$(date +%T)" "$*" >&2; }
@@ -481,7 +485,10 @@ local_ip = $IP
 l2_population = true
 
 [securitygroup]
-firewall_driver = noop
+# As on a real cloud: security groups and port security (anti-spoofing)
+# apply to every port plugged into the agent's bridges.
+firewall_driver = iptables
+enable_ipset = true
 enable_security_group = true
 
 [agent]

@@ -26,7 +26,6 @@ limitations under the License.
 package noderoutes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,12 +47,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/patches/nodeconfig"
+	"github.com/capo-sharednet/capo-sharednet/test/dataplane"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
 const (
-	// The test bed's database socket (hack/openstack-testbed/testbed.sh).
-	defaultSocket = "/var/lib/capo-sharednet-testbed/run/mysqld.sock"
 	sharedCIDR    = "10.77.0.0/24"
 	sharedGateway = "10.77.0.1"
 	// The VM project's other subnet, reached through the shared subnet.
@@ -65,30 +63,12 @@ const (
 	clusterGateway = "10.76.0.1"
 )
 
-// networkData is what Nova serves as openstack/latest/network_data.json (the
-// metadata API and the config drive alike) for a server: Nova's own
-// netutils.get_network_metadata over the network info it stores for it.
+// networkData is what Nova serves the server as network_data.json.
 func networkData(t *testing.T, serverID string) []byte {
 	t.Helper()
-	socket := os.Getenv("TESTBED_MYSQL_SOCKET")
-	if socket == "" {
-		socket = defaultSocket
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	info, err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-S", socket, "-uroot", "-N", "--raw", "-e",
-		fmt.Sprintf("SELECT network_info FROM nova.instance_info_caches WHERE instance_uuid='%s'", serverID)).Output()
+	out, err := dataplane.NetworkData(context.Background(), serverID)
 	if err != nil {
-		t.Fatalf("reading the server's network info from Nova's database: %v", err)
-	}
-	render := exec.CommandContext(ctx, "/usr/bin/python3", "-c", `import json, sys
-from nova.network import model
-from nova.virt import netutils
-print(json.dumps(netutils.get_network_metadata(model.NetworkInfo.hydrate(json.loads(sys.stdin.read())))))`)
-	render.Stdin = bytes.NewReader(info)
-	out, err := render.Output()
-	if err != nil {
-		t.Fatalf("rendering network_data.json with Nova's netutils: %v", err)
+		t.Fatal(err)
 	}
 	return out
 }

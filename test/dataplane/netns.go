@@ -1,0 +1,134 @@
+/*
+Copyright The capo-sharednet Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Namespace is a named network namespace (`ip netns`) of this machine that
+// the harness made: a server, or a pod behind one.
+type Namespace string
+
+// Exec runs a command in the namespace, bounded by ctx and one minute.
+func (n Namespace) Exec(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", string(n)}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("in namespace %s: %s: %w: %s", n, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Sh runs a shell script in the namespace.
+func (n Namespace) Sh(ctx context.Context, script string) ([]byte, error) {
+	return n.Exec(ctx, "sh", "-ec", script)
+}
+
+// Do runs fn on an OS thread that has entered the namespace: the sockets fn
+// opens (a listener, a dialled connection) belong to the namespace for
+// their whole life, whichever thread uses them later. The thread is never
+// handed back to the Go runtime, which ends it with the goroutine.
+func (n Namespace) Do(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: this thread's namespace is changed for good
+		f, err := os.Open("/run/netns/" + string(n))
+		if err != nil {
+			done <- fmt.Errorf("namespace %s: %w", n, err)
+			return
+		}
+		defer func() { _ = f.Close() }()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("entering namespace %s: %w", n, err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
+}
+
+// Route is one route of `ip -j route`.
+type Route struct {
+	Dst, Gateway, Dev, Protocol string
+}
+
+// Routes are the namespace's IPv4 routes of the main table.
+func (n Namespace) Routes(ctx context.Context) ([]Route, error) {
+	out, err := n.Exec(ctx, "ip", "-j", "-4", "route", "show")
+	if err != nil {
+		return nil, err
+	}
+	var routes []Route
+	if err := json.Unmarshal(out, &routes); err != nil {
+		return nil, fmt.Errorf("ip -j route in %s: %w: %s", n, err, out)
+	}
+	return routes, nil
+}
+
+// RouteTo is the interface and source address the namespace sends a packet
+// for dst from (`ip route get`).
+func (n Namespace) RouteTo(ctx context.Context, dst string) (dev, src string, err error) {
+	out, err := n.Exec(ctx, "ip", "-j", "route", "get", dst)
+	if err != nil {
+		return "", "", err
+	}
+	var r []struct{ Dev, Prefsrc string }
+	if err := json.Unmarshal(out, &r); err != nil || len(r) == 0 {
+		return "", "", fmt.Errorf("ip route get %s in %s: %v: %s", dst, n, err, out)
+	}
+	return r[0].Dev, r[0].Prefsrc, nil
+}
+
+// Ping sends one ICMP echo of size bytes of payload with the don't-fragment
+// bit set and waits a second for the answer: nil when it came back.
+func (n Namespace) Ping(ctx context.Context, dst string, size int) error {
+	_, err := n.Exec(ctx, "ping", "-n", "-q", "-c", "1", "-W", "1", "-M", "do", "-s", fmt.Sprint(size), dst)
+	return err
+}
+
+func deleteNamespace(ctx context.Context, n Namespace) error {
+	if _, err := os.Stat("/run/netns/" + string(n)); os.IsNotExist(err) {
+		return nil
+	}
+	return run(ctx, "ip", "netns", "delete", string(n))
+}
+
+// run runs a command on the machine (the root namespace), bounded.
+func run(ctx context.Context, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
