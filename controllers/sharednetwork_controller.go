@@ -81,8 +81,9 @@ type SharedNetworkReconciler struct {
 	// when empty.
 	WatchFilterValue string
 	// AuditVMIngress reads, with the facts, how many of the VM project's
-	// security group rules admit each subnet: the guardrails' VM-side
-	// report (WorkloadGuardrails feature), which they copy and never ask.
+	// ports on each subnet accept traffic from the nodes (their security
+	// groups): the guardrails' VM-side report (WorkloadGuardrails feature),
+	// which they copy and never ask.
 	AuditVMIngress bool
 }
 
@@ -276,21 +277,24 @@ func (r *SharedNetworkReconciler) refresh(ctx context.Context, sn *sharednetv1.S
 }
 
 // readIngress adds the VM-side audit to the facts: how many of the VM
-// project's security group rules admit each subnet, read once per resync
-// for every attachment's report (the guardrails copy it, they do not ask).
-// When the rules cannot be read, the last counts are kept: an outage says
-// nothing about the rules, and the facts the rules decide on are current.
-func (r *SharedNetworkReconciler) readIngress(ctx context.Context, cloud openstack.SecurityGroups, sn *sharednetv1.SharedNetwork, facts *sharednetv1.SharedNetworkStatus) {
+// project's ports on each subnet accept traffic from the whole subnet
+// (their security groups, or no port security), read once per resync for
+// every attachment's report (the guardrails copy it, they do not ask).
+// When the ports or rules cannot be read, the last counts are kept: an
+// outage says nothing about them, and the facts the rules decide on are
+// current.
+func (r *SharedNetworkReconciler) readIngress(ctx context.Context, cloud networkfacts.VMProject, sn *sharednetv1.SharedNetwork, facts *sharednetv1.SharedNetworkStatus) {
 	if !r.AuditVMIngress {
 		return
 	}
 	for i := range facts.Subnets {
 		if last, ok := sn.Status.Subnet(facts.Subnets[i].ID); ok {
-			facts.Subnets[i].AdmittingIngressRules = last.AdmittingIngressRules
+			s := &facts.Subnets[i]
+			s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules = last.VMPorts, last.AdmittingVMPorts, last.AdmittingIngressRules
 		}
 	}
-	if err := networkfacts.Ingress(ctx, cloud, facts); err != nil {
-		ctrl.LoggerFrom(ctx).Info("cannot read the VM project's security group rules; each subnet keeps its last count", "sharedNetwork", sn.Name, "error", err.Error())
+	if err := networkfacts.Ingress(ctx, cloud, sn.Spec.NetworkID, facts); err != nil {
+		ctrl.LoggerFrom(ctx).Info("cannot read the VM project's ports on the subnets or their security group rules; each subnet keeps its last counts", "sharedNetwork", sn.Name, "error", err.Error())
 	}
 }
 

@@ -232,11 +232,31 @@ type SubnetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LoadBalancerAddresses *int64 `json:"loadBalancerAddresses,omitempty"`
 
-	// admittingIngressRules counts the VM project's ingress security group
-	// rules whose remote IP prefix contains the whole subnet: the VMs take
-	// traffic from the nodes' shared-subnet addresses only through one.
-	// Unset when the credential may not list the rules. Every attachment on
-	// the subnet reports it in its status.vmIngress.
+	// vmPorts counts the VM project's own ports on the subnet, whose
+	// security groups decide whether its virtual machines answer the nodes
+	// (which reach them from their shared-subnet addresses): not Neutron's
+	// own ports (device owner network:*) nor load balancers'; the nodes'
+	// ports are their clusters' projects'. Unset when the credential may not
+	// list the ports or the security group rules. Every attachment on the
+	// subnet reports it in its status.vmIngress.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	VMPorts *int32 `json:"vmPorts,omitempty"`
+
+	// admittingVMPorts counts those of vmPorts that accept traffic from the
+	// whole subnet: port security disabled, or a security group with an
+	// ingress rule of the subnet's IP version whose remote IP prefix
+	// contains the subnet, or with neither a remote IP prefix nor a remote
+	// group (from anywhere). A rule with a remote group does not admit the
+	// nodes. Any protocol counts: a rule for TCP 22 lets only TCP 22
+	// through. Unset when vmPorts is.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AdmittingVMPorts *int32 `json:"admittingVMPorts,omitempty"`
+
+	// admittingIngressRules counts the distinct ingress rules, of the
+	// security groups of the VM ports on the subnet, that admit the whole
+	// subnet (as admittingVMPorts reads them). Unset when vmPorts is.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	AdmittingIngressRules *int32 `json:"admittingIngressRules,omitempty"`

@@ -257,8 +257,8 @@ type SharedNetworkAttachmentStatus struct {
 	// +optional
 	Workload WorkloadStatus `json:"workload,omitempty,omitzero"`
 
-	// vmIngress says whether the VM project's security groups admit the
-	// shared subnet, so the VMs accept traffic from the nodes.
+	// vmIngress says whether the security groups of the VM project's ports
+	// on the shared subnet admit it, so the VMs accept traffic from the nodes.
 	// +optional
 	VMIngress VMIngressStatus `json:"vmIngress,omitempty,omitzero"`
 
@@ -345,34 +345,69 @@ type WorkloadObjectIssue struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// VMIngressAdmission says whether the VM project's security groups admit the
-// whole shared subnet.
-// +kubebuilder:validation:Enum=Admitted;Refused
+// VMIngressAdmission says whether the VM project's virtual machines on the
+// shared subnet accept traffic from the nodes: whether the security groups
+// of its ports there admit the whole subnet.
+// +kubebuilder:validation:Enum=Admitted;Partial;Refused;NoVMPorts
 type VMIngressAdmission string
 
-// The answers of the VM project's security groups.
+// The answers of the VM project's ports on the shared subnet.
 const (
-	// VMIngressAdmitted: a security group rule of the VM project admits the whole shared subnet.
+	// VMIngressAdmitted: every VM port on the shared subnet (at least one) accepts traffic from the whole subnet.
 	VMIngressAdmitted VMIngressAdmission = "Admitted"
-	// VMIngressRefused: no security group rule of the VM project admits the whole shared subnet.
+	// VMIngressPartial: some of the VM ports on the shared subnet do, the others do not.
+	VMIngressPartial VMIngressAdmission = "Partial"
+	// VMIngressRefused: none of the VM ports on the shared subnet (at least one) does.
 	VMIngressRefused VMIngressAdmission = "Refused"
+	// VMIngressNoVMPorts: the VM project has no port on the shared subnet (besides Neutron's and load balancers').
+	VMIngressNoVMPorts VMIngressAdmission = "NoVMPorts"
 )
 
-// VMIngressStatus is the VM-side reminder of the seed made concrete.
+// VMIngressStatus is the VM-side reminder of the seed made concrete: what
+// the security groups of the VM project's ports on the shared subnet let in
+// from the nodes. Counts only: the VM project's port, group and rule IDs
+// are not shown, the attachment is in the cluster owner's namespace.
 type VMIngressStatus struct {
-	// admission is Admitted when a security group rule of the VM project
-	// admits the whole shared subnet, Refused when none does.
+	// admission is Admitted when every VM port on the shared subnet accepts
+	// traffic from the whole subnet, Partial when some do, Refused when
+	// none does, NoVMPorts when the VM project has no port there. A port
+	// accepts it with port security disabled, or with a security group
+	// holding an ingress rule of the subnet's IP version whose remote IP
+	// prefix contains the subnet, or with neither a remote IP prefix nor a
+	// remote group. Any protocol counts: a rule for TCP 22 lets only TCP 22
+	// through.
 	// +required
 	Admission VMIngressAdmission `json:"admission,omitempty"`
 
-	// admittingRules is how many security group rules of the VM project
-	// admit it. Their IDs are the VM project's and are not shown here: the
-	// attachment is in the cluster owner's namespace.
+	// message is the answer in one line, e.g. "2 of 3 VM ports on the subnet
+	// accept traffic from the nodes".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// vmPorts is how many ports the VM project has on the shared subnet (its
+	// virtual machines'; not Neutron's own nor load balancers').
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	VMPorts *int32 `json:"vmPorts,omitempty"`
+
+	// admittingVMPorts is how many of the VM ports (vmPorts) accept traffic
+	// from the whole shared subnet.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AdmittingVMPorts *int32 `json:"admittingVMPorts,omitempty"`
+
+	// admittingRules is how many distinct ingress rules of the VM ports'
+	// security groups admit the whole shared subnet. Counts only: the VM
+	// project's port, group and rule IDs are not shown here, the attachment
+	// is in the cluster owner's namespace.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	AdmittingRules *int32 `json:"admittingRules,omitempty"`
 
-	// suggestion is the command a VM-project owner would run when none does.
+	// suggestion is the command a VM-project owner would run when not every
+	// VM port accepts traffic from the nodes.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=10240

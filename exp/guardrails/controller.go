@@ -155,18 +155,19 @@ func guardedChanged(old, updated client.Object) bool {
 		!equality.Semantic.DeepEqual(a.Status.Nodes, b.Status.Nodes) || !equality.Semantic.DeepEqual(a.Status.LoadBalancers, b.Status.LoadBalancers)
 }
 
-// vmIngressChanged says whether a resync changed a subnet's count of the
-// VM project's rules that admit it: the report each attachment copies.
+// vmIngressChanged says whether a resync changed a subnet's VM-side
+// counts (its VM ports, those that admit it, the rules that do): the report
+// each attachment copies.
 func vmIngressChanged(old, updated client.Object) bool {
 	a, okOld := old.(*sharednetv1.SharedNetwork)
 	b, okNew := updated.(*sharednetv1.SharedNetwork)
 	if !okOld || !okNew {
 		return true
 	}
-	counts := func(sn *sharednetv1.SharedNetwork) map[string]*int32 {
-		out := map[string]*int32{}
+	counts := func(sn *sharednetv1.SharedNetwork) map[string][3]*int32 {
+		out := map[string][3]*int32{}
 		for _, s := range sn.Status.Subnets {
-			out[s.ID] = s.AdmittingIngressRules
+			out[s.ID] = [3]*int32{s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules}
 		}
 		return out
 	}
@@ -554,22 +555,37 @@ func observeVMIngress(ctx context.Context, a *sharednetv1.SharedNetworkAttachmen
 		return status, false // not read: WorkloadGuarded says so
 	}
 	subnet, ok := sn.Status.Subnet(a.Spec.Subnet)
-	if !ok || subnet.AdmittingIngressRules == nil {
-		ctrl.LoggerFrom(ctx).V(4).Info("no count of the VM project's security group rules for the subnet yet (see the SharedNetwork's status); keeping the last answer",
+	if !ok || subnet.VMPorts == nil || subnet.AdmittingVMPorts == nil {
+		ctrl.LoggerFrom(ctx).V(4).Info("no count of the VM project's ports on the subnet yet (see the SharedNetwork's status); keeping the last answer",
 			"attachment", klog.KObj(a), "sharedNetwork", sn.Name, "subnet", a.Spec.Subnet)
 		return status, false
 	}
 	return vmIngress(subnet), true
 }
 
-// vmIngress reports whether the VM project's security groups admit the
-// shared subnet (the seed: allow the shared subnet's range in the security
-// groups of the VMs the cluster should reach).
+// vmIngress reports whether the VM project's ports on the shared subnet
+// accept traffic from the nodes (the seed: allow the shared subnet's range
+// in the security groups of the VMs the cluster should reach), in counts:
+// no ID of the VM project.
 func vmIngress(subnet sharednetv1.SubnetStatus) sharednetv1.VMIngressStatus {
-	status := sharednetv1.VMIngressStatus{Admission: sharednetv1.VMIngressRefused, AdmittingRules: ptr.To(*subnet.AdmittingIngressRules)}
-	if *subnet.AdmittingIngressRules > 0 {
-		status.Admission = sharednetv1.VMIngressAdmitted
+	ports, admitting := *subnet.VMPorts, *subnet.AdmittingVMPorts
+	status := sharednetv1.VMIngressStatus{VMPorts: ptr.To(ports), AdmittingVMPorts: ptr.To(admitting),
+		AdmittingRules: ptr.To(ptr.Deref(subnet.AdmittingIngressRules, 0))}
+	counted := fmt.Sprintf("%d of %d VM ports on the subnet accept traffic from the nodes", admitting, ports)
+	switch {
+	case ports == 0:
+		status.Admission = sharednetv1.VMIngressNoVMPorts
+		status.Message = "the VM project has no port on the subnet (besides Neutron's and load balancers'): no virtual machine there to accept traffic from the nodes yet"
 		return status
+	case admitting >= ports:
+		status.Admission, status.Message = sharednetv1.VMIngressAdmitted, counted
+		return status
+	case admitting == 0:
+		status.Admission = sharednetv1.VMIngressRefused
+		status.Message = fmt.Sprintf("%s; add an ingress rule for %s to their security groups", counted, subnet.CIDR)
+	default:
+		status.Admission = sharednetv1.VMIngressPartial
+		status.Message = fmt.Sprintf("%s; add an ingress rule for %s to the security groups of the others the cluster should reach", counted, subnet.CIDR)
 	}
 	ether := 4
 	if subnet.IPVersion == 6 {

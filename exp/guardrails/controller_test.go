@@ -75,7 +75,8 @@ func newWorld(t *testing.T, attached bool, workload ...client.Object) *world {
 	osc := &infrav1.OpenStackCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"},
 		Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{Subnets: []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}}}}}
 	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}, Spec: sharednetv1.SharedNetworkSpec{NetworkID: "vm-net", Subnets: []string{sharedSubnet}},
-		Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: sharedSubnet, CIDR: "172.16.5.0/24", IPVersion: 4, AdmittingIngressRules: ptr.To(int32(0))}}}}
+		Status: sharednetv1.SharedNetworkStatus{Subnets: []sharednetv1.SubnetStatus{{ID: sharedSubnet, CIDR: "172.16.5.0/24", IPVersion: 4,
+			VMPorts: ptr.To(int32(2)), AdmittingVMPorts: ptr.To(int32(0)), AdmittingIngressRules: ptr.To(int32(0))}}}}
 	a := &sharednetv1.SharedNetworkAttachment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a"), Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
 		Spec:       sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: sharedSubnet},
@@ -225,7 +226,7 @@ func TestGuardrailsReportWhatThePolicyCannotPrevent(t *testing.T) {
 			g.Expect(guarded.Message).To(ContainSubstring(tt.wantWords))
 			g.Expect(conditions.Get(a, sharednetv1.SharedCondition)).NotTo(BeNil(), "the attachment controller's conditions stay")
 			g.Expect(a.Status.VMIngress).NotTo(BeZero())
-			g.Expect(a.Status.VMIngress.Suggestion).To(ContainSubstring("--remote-ip 172.16.5.0/24"), "no VM security group admits the subnet yet")
+			g.Expect(a.Status.VMIngress.Suggestion).To(ContainSubstring("--remote-ip 172.16.5.0/24"), "no VM port's security group admits the subnet yet")
 		})
 	}
 }
@@ -387,35 +388,80 @@ func TestAFailedReadOnTheFirstInstallInstallsWhatWasRead(t *testing.T) {
 
 // The VM-side report comes from the SharedNetwork's status, read once per
 // its resync: the guardrails never ask the VM project, however often they
-// reconcile. The attachment, in the cluster owner's namespace, gets a count
-// and names no rule.
+// reconcile. The attachment, in the cluster owner's namespace, gets counts
+// and names no port, group or rule.
 func TestVMIngressIsCopiedFromTheSharedNetworkWithoutAskingTheVMProject(t *testing.T) {
 	g := NewWithT(t)
 	w := newWorld(t, true, node("10.6.0.10", "172.16.5.11"))
 	w.reconcile()
 	in := w.attachment().Status.VMIngress
 	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressRefused))
+	g.Expect(in.Message).To(Equal("0 of 2 VM ports on the subnet accept traffic from the nodes; add an ingress rule for 172.16.5.0/24 to their security groups"))
 	g.Expect(in.Suggestion).To(Equal("openstack security group rule create --ingress --ethertype IPv4 --remote-ip 172.16.5.0/24 <security group of the VMs the cluster should reach>"))
 
-	w.setAdmittingRules(ptr.To(int32(2))) // the VM project added rules; its resync counted them
+	w.setVMSide(ptr.To(int32(2)), ptr.To(int32(2)), ptr.To(int32(3))) // the VM project added rules; its resync counted them
 	w.reconcile()
 	in = w.attachment().Status.VMIngress
 	g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
-	g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(2)))
+	g.Expect(in.Message).To(Equal("2 of 2 VM ports on the subnet accept traffic from the nodes"))
+	g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(3)))
 	g.Expect(in.Suggestion).To(BeEmpty())
 
-	w.setAdmittingRules(nil) // the credential may no longer list them
+	w.setVMSide(nil, nil, nil) // the credential may no longer list them
 	w.reconcile()
 	g.Expect(w.attachment().Status.VMIngress.Admission).To(Equal(sharednetv1.VMIngressAdmitted), "no count: the last answer is kept")
+	g.Expect(w.cloud.Calls["PortsOnSubnets"]+w.cloud.Calls["IngressRules"]).To(BeZero(), "the VM project is never asked")
 }
 
-func (w *world) setAdmittingRules(n *int32) {
+// What an attachment says of the VM ports on its subnet, for each count the
+// SharedNetwork's resync can find.
+func TestVMIngressSaysHowManyVMPortsAcceptTheNodes(t *testing.T) {
+	v4 := sharednetv1.SubnetStatus{CIDR: "10.77.0.0/24", IPVersion: 4}
+	v6 := sharednetv1.SubnetStatus{CIDR: "2001:db8:77::/64", IPVersion: 6}
+	with := func(s sharednetv1.SubnetStatus, ports, admitting, rules int32) sharednetv1.SubnetStatus {
+		s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules = &ports, &admitting, &rules
+		return s
+	}
+	suggestion := "openstack security group rule create --ingress --ethertype IPv4 --remote-ip 10.77.0.0/24 <security group of the VMs the cluster should reach>"
+	for name, tc := range map[string]struct {
+		subnet     sharednetv1.SubnetStatus
+		admission  sharednetv1.VMIngressAdmission
+		message    string
+		suggestion string
+	}{
+		"every VM port": {with(v4, 3, 3, 1), sharednetv1.VMIngressAdmitted, "3 of 3 VM ports on the subnet accept traffic from the nodes", ""},
+		"some VM ports": {with(v4, 3, 2, 1), sharednetv1.VMIngressPartial,
+			"2 of 3 VM ports on the subnet accept traffic from the nodes; add an ingress rule for 10.77.0.0/24 to the security groups of the others the cluster should reach", suggestion},
+		"no VM port": {with(v4, 1, 0, 0), sharednetv1.VMIngressRefused,
+			"0 of 1 VM ports on the subnet accept traffic from the nodes; add an ingress rule for 10.77.0.0/24 to their security groups", suggestion},
+		"no VM port on the subnet": {with(v4, 0, 0, 0), sharednetv1.VMIngressNoVMPorts,
+			"the VM project has no port on the subnet (besides Neutron's and load balancers'): no virtual machine there to accept traffic from the nodes yet", ""},
+		"an IPv6 subnet": {with(v6, 1, 0, 0), sharednetv1.VMIngressRefused,
+			"0 of 1 VM ports on the subnet accept traffic from the nodes; add an ingress rule for 2001:db8:77::/64 to their security groups",
+			"openstack security group rule create --ingress --ethertype IPv6 --remote-ip 2001:db8:77::/64 <security group of the VMs the cluster should reach>"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := vmIngress(tc.subnet)
+			g.Expect(in.Admission).To(Equal(tc.admission))
+			g.Expect(in.Message).To(Equal(tc.message))
+			g.Expect(len(in.Message)).To(BeNumerically("<=", 1024), "the field's limit")
+			g.Expect(in.Suggestion).To(Equal(tc.suggestion))
+			g.Expect(in.VMPorts).To(Equal(tc.subnet.VMPorts))
+			g.Expect(in.AdmittingVMPorts).To(Equal(tc.subnet.AdmittingVMPorts))
+			g.Expect(in.AdmittingRules).To(Equal(tc.subnet.AdmittingIngressRules))
+		})
+	}
+}
+
+func (w *world) setVMSide(vmPorts, admitting, rules *int32) {
 	w.t.Helper()
 	sn := &sharednetv1.SharedNetwork{}
 	if err := w.mgmt.Get(context.Background(), client.ObjectKey{Name: "vm"}, sn); err != nil {
 		w.t.Fatal(err)
 	}
-	sn.Status.Subnets[0].AdmittingIngressRules = n
+	s := &sn.Status.Subnets[0]
+	s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules = vmPorts, admitting, rules
 	if err := w.mgmt.Update(context.Background(), sn); err != nil {
 		w.t.Fatal(err)
 	}
@@ -460,11 +506,11 @@ func TestOnlyWhatTheGuardrailsReadWakesThem(t *testing.T) {
 }
 
 // A resync wakes the guardrails of the SharedNetwork's Clusters, once each,
-// only when a subnet's count of admitting rules changed.
+// only when a subnet's VM-side counts changed.
 func TestAResyncWakesTheConsumersOnlyWhenTheVMSideChanged(t *testing.T) {
 	g := NewWithT(t)
 	old := &sharednetv1.SharedNetwork{Status: sharednetv1.SharedNetworkStatus{
-		Subnets: []sharednetv1.SubnetStatus{{ID: "s1", AdmittingIngressRules: ptr.To(int32(0)), FreeAddresses: ptr.To(int64(10))}},
+		Subnets: []sharednetv1.SubnetStatus{{ID: "s1", VMPorts: ptr.To(int32(1)), AdmittingVMPorts: ptr.To(int32(0)), AdmittingIngressRules: ptr.To(int32(0)), FreeAddresses: ptr.To(int64(10))}},
 		Consumers: []sharednetv1.Consumer{
 			{Namespace: "team-a", Cluster: "demo", MachineDeployment: "md-a"},
 			{Namespace: "team-a", Cluster: "demo", MachineDeployment: "md-b"},
@@ -476,6 +522,14 @@ func TestAResyncWakesTheConsumersOnlyWhenTheVMSideChanged(t *testing.T) {
 	admitted := old.DeepCopy()
 	admitted.Status.Subnets[0].AdmittingIngressRules = ptr.To(int32(1))
 	g.Expect(vmIngressChanged(old, admitted)).To(BeTrue())
+	for _, set := range []func(*sharednetv1.SubnetStatus){
+		func(s *sharednetv1.SubnetStatus) { s.VMPorts = ptr.To(int32(2)) },          // a VM came
+		func(s *sharednetv1.SubnetStatus) { s.AdmittingVMPorts = ptr.To(int32(1)) }, // a VM's group admits it now
+	} {
+		changed := old.DeepCopy()
+		set(&changed.Status.Subnets[0])
+		g.Expect(vmIngressChanged(old, changed)).To(BeTrue())
+	}
 	g.Expect(clustersOfConsumers(context.Background(), admitted)).To(ConsistOf(
 		reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}},
 		reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-b", Name: "demo"}}))

@@ -129,32 +129,59 @@ func rbacPolicies(ctx context.Context, cloud Cloud) (sharednetv1.QuotaUsage, err
 	return sharednetv1.QuotaUsage{Used: ptr.To(clamp32(q.Used + q.Reserved)), Limit: ptr.To(clamp32(max(q.Limit, -1)))}, nil
 }
 
-// Ingress sets each subnet's AdmittingIngressRules from the VM project's
-// ingress security group rules, in one request whatever the number of
-// subnets. It is the VM-side audit, read on the SharedNetwork's resync
-// beside the facts, not one of them: admission never waits for it. Rules the
+// VMProject is what the VM-side audit takes from the VM project.
+type VMProject interface {
+	ProjectID() string
+	openstack.SecurityGroups
+}
+
+// Ingress sets each subnet's VM-side audit (VMPorts, AdmittingVMPorts,
+// AdmittingIngressRules) from the VM project's own ports on the network's
+// subnets and the ingress rules of their security groups: two requests
+// whatever the number of subnets and attachments, one when the project has
+// no port there. It is read on the SharedNetwork's resync beside the facts,
+// not as one of them: admission never waits for it. Ports or rules the
 // credential may not list leave the counts unset; any other error leaves
 // them as they were and is returned.
-func Ingress(ctx context.Context, groups openstack.SecurityGroups, facts *sharednetv1.SharedNetworkStatus) error {
-	rules, err := groups.IngressRules(ctx)
+func Ingress(ctx context.Context, vm VMProject, networkID string, facts *sharednetv1.SharedNetworkStatus) error {
+	cidrs := make([]netip.Prefix, len(facts.Subnets))
+	ids := make([]string, len(facts.Subnets))
+	for i, s := range facts.Subnets { // all or none: never half the subnets counted anew
+		var err error
+		if cidrs[i], err = netip.ParsePrefix(s.CIDR); err != nil {
+			return fmt.Errorf("subnet %s has CIDR %q, which does not parse: %w", s.ID, s.CIDR, err)
+		}
+		ids[i] = s.ID
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ports, err := vm.PortsOnSubnets(ctx, networkID, ids)
+	var rules []openstack.IngressRule
+	if err == nil {
+		var vmPorts []openstack.Port
+		for _, p := range ports {
+			if slices.ContainsFunc(ids, func(subnet string) bool { return openstack.IsVMPort(p, vm.ProjectID(), subnet) }) {
+				vmPorts = append(vmPorts, p)
+			}
+		}
+		rules, err = vm.IngressRules(ctx, openstack.GroupsOf(vmPorts))
+	}
 	var notReadable *openstack.NotReadableError
 	switch {
 	case errors.As(err, &notReadable):
 		for i := range facts.Subnets {
-			facts.Subnets[i].AdmittingIngressRules = nil
+			s := &facts.Subnets[i]
+			s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules = nil, nil, nil
 		}
 		return nil
 	case err != nil:
 		return err
 	}
-	cidrs := make([]netip.Prefix, len(facts.Subnets))
-	for i, s := range facts.Subnets { // all or none: never half the subnets counted anew
-		if cidrs[i], err = netip.ParsePrefix(s.CIDR); err != nil {
-			return fmt.Errorf("subnet %s has CIDR %q, which does not parse: %w", s.ID, s.CIDR, err)
-		}
-	}
 	for i, cidr := range cidrs {
-		facts.Subnets[i].AdmittingIngressRules = ptr.To(clamp32(openstack.Admitting(rules, cidr)))
+		found := openstack.AuditSubnet(vm.ProjectID(), ids[i], cidr, ports, rules)
+		s := &facts.Subnets[i]
+		s.VMPorts, s.AdmittingVMPorts, s.AdmittingIngressRules = ptr.To(clamp32(found.VMPorts)), ptr.To(clamp32(found.AdmittingVMPorts)), ptr.To(clamp32(found.AdmittingRules))
 	}
 	return nil
 }

@@ -47,3 +47,13 @@ func IsNotFound(err error) bool {
 	var nf *NotFoundError
 	return errors.As(err, &nf)
 }
+
+// notReadable is a *NotReadableError for a wrapped err that says the
+// cloud's policy does not let the credential read what (403), or Neutron
+// has no such thing (404); err otherwise.
+func (s *Session) notReadable(err error, what string) error {
+	if gophercloud.ResponseCodeIs(err, http.StatusForbidden) || IsNotFound(err) {
+		return &NotReadableError{What: fmt.Sprintf("project %s: %s", s.projectID, what)}
+	}
+	return err
+}

@@ -208,14 +208,20 @@ func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map
 
 // listPorts lists ports, retried; what names them in an error.
 func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what string) ([]ports.Port, error) {
-	var all []ports.Port
+	return listPortsInto[ports.Port](ctx, s, opts, what)
+}
+
+// listPortsInto lists ports as T (ports.Port with the extensions' fields
+// the caller reads), retried; what names them in an error.
+func listPortsInto[T any](ctx context.Context, s *Session, opts ports.ListOpts, what string) ([]T, error) {
+	var all []T
 	err := s.retry.do(ctx, func(ctx context.Context) error {
 		pages, err := ports.List(s.network, opts).AllPages(ctx)
 		if err != nil {
 			return err
 		}
-		all, err = ports.ExtractPorts(pages)
-		return err
+		all = nil
+		return ports.ExtractPortsInto(pages, &all)
 	})
 	if err != nil {
 		return nil, s.wrap(err, "listing %s", what)

@@ -18,11 +18,7 @@ package openstack
 
 import (
 	"context"
-	"fmt"
 
-	"net/http"
-
-	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/quotas"
 )
 
@@ -73,12 +69,10 @@ func (s *Session) Ports(ctx context.Context) (Quota, error) {
 
 // RBACPolicies implements RBACPolicyQuota.
 func (s *Session) RBACPolicies(ctx context.Context) (Quota, error) {
-	detail, err := s.quotaDetail(ctx, "the RBAC policy quota")
+	const what = "the RBAC policy quota"
+	detail, err := s.quotaDetail(ctx, what)
 	if err != nil {
-		if gophercloud.ResponseCodeIs(err, http.StatusForbidden) || IsNotFound(err) {
-			return Quota{}, &NotReadableError{What: fmt.Sprintf("project %s: %s", s.projectID, "the RBAC policy quota")}
-		}
-		return Quota{}, err
+		return Quota{}, s.notReadable(err, what)
 	}
 	q := detail.RBACPolicy
 	return Quota{Limit: q.Limit, Used: q.Used, Reserved: q.Reserved}, nil

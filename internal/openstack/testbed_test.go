@@ -29,6 +29,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/networkipavailabilities"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsecurity"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/quotas"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/rbacpolicies"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
@@ -199,28 +200,43 @@ func TestLoadBalancersOnASubnetAreFoundAndDeleted(t *testing.T) {
 	g.Eventually(func() error { return sharer.Unshare(ctx, policy) }, 60*time.Second, 2*time.Second).Should(Succeed(), "the VIP port is gone with the LB")
 }
 
-func TestSecurityGroupAuditFindsRulesAdmittingTheSharedSubnet(t *testing.T) {
+// The VM-side audit on a real Neutron: of the VM project's ports on the
+// shared subnet (its DHCP port is Neutron's, not counted), the one in a
+// group whose /16 rule admits the /24 and the one without port security
+// accept the nodes; the one in the project's default group (whose ingress
+// rules have a remote group) does not; a /25 rule admits half the nodes and
+// is not counted.
+func TestSecurityGroupAuditReadsTheVMPortsOnTheSharedSubnet(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	vm := testbed.NewClients(t, testbed.VMProject)
+	networkID, subnetID := vmNetwork(t, vm, "172.21.5.0/24", nil)
 	sg, err := groups.Create(ctx, vm.Network, groups.CreateOpts{Name: testbed.Name(t, "sg")}).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = groups.Delete(ctx, vm.Network, sg.ID).ExtractErr() })
-	admits, err := rules.Create(ctx, vm.Network, rules.CreateOpts{SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: "172.21.0.0/16", Protocol: rules.ProtocolTCP, PortRangeMin: 443, PortRangeMax: 443}).Extract()
+	_, err = rules.Create(ctx, vm.Network, rules.CreateOpts{SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: "172.21.0.0/16", Protocol: rules.ProtocolTCP, PortRangeMin: 443, PortRangeMax: 443}).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = rules.Create(ctx, vm.Network, rules.CreateOpts{SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: "172.21.5.0/25"}).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
+	off := false
+	for _, opts := range []ports.CreateOptsBuilder{
+		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "in-group"), SecurityGroups: &[]string{sg.ID}},
+		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "default-group")},
+		portsecurity.PortCreateOptsExt{PortSecurityEnabled: &off,
+			CreateOptsBuilder: ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "open"), SecurityGroups: &[]string{}}},
+	} {
+		p, err := ports.Create(ctx, vm.Network, opts).Extract()
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = ports.Delete(ctx, vm.Network, p.ID).ExtractErr() })
+	}
 
 	s := testbed.Session(t, testbed.VMProject, openstack.Options{})
-	found, err := s.IngressRules(ctx)
+	found, err := s.PortsOnSubnets(ctx, networkID, []string{subnetID})
 	g.Expect(err).NotTo(HaveOccurred())
-	var ids []string
-	for _, r := range found {
-		if r.SecurityGroupID == sg.ID && r.Admits(netip.MustParsePrefix("172.21.5.0/24")) {
-			ids = append(ids, r.ID)
-		}
-	}
-	g.Expect(ids).To(ConsistOf(admits.ID), "only the /16 rule admits the whole /24; the /25 admits half of it")
+	groupRules, err := s.IngressRules(ctx, openstack.GroupsOf(found))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(openstack.AuditSubnet(s.ProjectID(), subnetID, netip.MustParsePrefix("172.21.5.0/24"), found, groupRules)).To(Equal(
+		openstack.SubnetIngress{VMPorts: 3, AdmittingVMPorts: 2, AdmittingRules: 1}))
 }
 
 func TestPortQuotaOfTheClusterProject(t *testing.T) {

@@ -19,7 +19,8 @@ limitations under the License.
 // VMCloud) and credentials.Clouds over one shared state, with fault
 // injection. It models only what the extension's decisions depend on:
 // projects and their Keystone, networks and subnets, RBAC shares (409 while
-// the project has ports), ports' addresses and load balancers with their
+// the project has ports), ports with their subnets, security groups and
+// port security, security group rules, and load balancers with their
 // names, tags and provisioning status. The real behaviour is proven on the
 // test bed (hack/openstack-testbed).
 package fakecloud
@@ -53,7 +54,7 @@ type Cloud struct {
 	shares   map[string]share // by policy ID
 	lbs      map[string]*openstack.LoadBalancer
 	lbSubnet map[string]string
-	ports    map[string][]string // project -> network IDs of its ports
+	ports    map[string][]port // by project
 	nextID   int
 
 	// Calls counts every call by method name.
@@ -70,10 +71,16 @@ type network struct {
 
 type share struct{ network, project string }
 
+// port is a port of the fake: the project's index-th, on network.
+type port struct {
+	openstack.Port
+	network string
+}
+
 // New returns an empty cloud.
 func New() *Cloud {
 	return &Cloud{networks: map[string]*network{}, shares: map[string]share{}, lbs: map[string]*openstack.LoadBalancer{},
-		lbSubnet: map[string]string{}, ports: map[string][]string{}, Calls: map[string]int{}}
+		lbSubnet: map[string]string{}, ports: map[string][]port{}, Calls: map[string]int{}}
 }
 
 func (c *Cloud) call(method string) error {
@@ -165,9 +172,20 @@ func (c *Cloud) LoadBalancerIDs() []string {
 
 // AddPort gives project a port on a network (Neutron then keeps its share).
 func (c *Cloud) AddPort(project, networkID string) {
+	c.AddSubnetPort(networkID, openstack.Port{ProjectID: project})
+}
+
+// AddSubnetPort gives p.ProjectID a port on a network with p's fixed IPs'
+// subnets, device owner, security groups and port security, and returns
+// its ID (port-<project>-<n>, or p.ID when set).
+func (c *Cloud) AddSubnetPort(networkID string, p openstack.Port) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ports[project] = append(c.ports[project], networkID)
+	if p.ID == "" {
+		p.ID = fmt.Sprintf("port-%s-%d", p.ProjectID, len(c.ports[p.ProjectID]))
+	}
+	c.ports[p.ProjectID] = append(c.ports[p.ProjectID], port{Port: p, network: networkID})
+	return p.ID
 }
 
 // Shares are (network, project) pairs shared, by policy ID.
@@ -203,12 +221,15 @@ type Project struct {
 	OpenStackCluster *infrav1.OpenStackCluster
 	// PortQuota is the project's port quota; unlimited when nil.
 	PortQuota *openstack.Quota
-	// SecurityGroupRules are the project's ingress security group rules
-	// that admit a range (a remote IP prefix).
+	// SecurityGroupRules are the project's ingress security group rules,
+	// of all its groups (IngressRules answers those of the groups asked).
 	SecurityGroupRules []openstack.IngressRule
 	// SecurityGroupRulesHidden: the cloud's policy does not let the project
 	// list its security group rules.
 	SecurityGroupRulesHidden bool
+	// PortsHidden: the cloud's policy does not let the project list its
+	// ports on a subnet (PortsOnSubnets).
+	PortsHidden bool
 	// RBACPolicyLimit is the project's quota of RBAC policies (each share
 	// made with its credential uses one, as in Neutron); unlimited when nil.
 	RBACPolicyLimit *int
@@ -426,8 +447,8 @@ func (p *Project) Unshare(_ context.Context, policyID string) error {
 	if !ok {
 		return nil
 	}
-	for _, n := range p.Cloud.ports[s.project] {
-		if n == s.network {
+	for _, port := range p.Cloud.ports[s.project] {
+		if port.network == s.network {
 			return &openstack.InUseError{PolicyID: policyID, Answer: "RbacPolicyInUse"}
 		}
 	}
@@ -443,24 +464,55 @@ func (p *Project) PortIDsOnNetwork(_ context.Context, networkID string) ([]strin
 	}
 	defer unlock()
 	var ids []string
-	for i, n := range p.Cloud.ports[p.ID] {
-		if n == networkID {
-			ids = append(ids, fmt.Sprintf("port-%s-%d", p.ID, i))
+	for _, port := range p.Cloud.ports[p.ID] {
+		if port.network == networkID {
+			ids = append(ids, port.ID)
 		}
 	}
 	return ids, nil
 }
 
-// IngressRules implements openstack.SecurityGroups: SecurityGroupRules, or
-// a *NotReadableError when SecurityGroupRulesHidden.
-func (p *Project) IngressRules(context.Context) ([]openstack.IngressRule, error) {
+// PortsOnSubnets implements openstack.SecurityGroups: the project's ports
+// on the network with a fixed IP on one of the subnets, or a
+// *NotReadableError when PortsHidden.
+func (p *Project) PortsOnSubnets(_ context.Context, networkID string, subnetIDs []string) ([]openstack.Port, error) {
+	unlock, err := p.Cloud.enter("PortsOnSubnets")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if p.PortsHidden {
+		return nil, &openstack.NotReadableError{What: "the project's ports on the shared subnets"}
+	}
+	var out []openstack.Port
+	for _, port := range p.Cloud.ports[p.ID] {
+		if port.network == networkID && slices.ContainsFunc(port.SubnetIDs, func(s string) bool { return slices.Contains(subnetIDs, s) }) {
+			out = append(out, port.Port)
+		}
+	}
+	return out, nil
+}
+
+// IngressRules implements openstack.SecurityGroups: the SecurityGroupRules
+// of groupIDs (no call without groups), or a *NotReadableError when
+// SecurityGroupRulesHidden.
+func (p *Project) IngressRules(_ context.Context, groupIDs []string) ([]openstack.IngressRule, error) {
+	if len(groupIDs) == 0 {
+		return nil, nil
+	}
 	if err := p.Cloud.call("IngressRules"); err != nil {
 		return nil, err
 	}
 	if p.SecurityGroupRulesHidden {
 		return nil, &openstack.NotReadableError{What: "the ingress security group rules"}
 	}
-	return slices.Clone(p.SecurityGroupRules), nil
+	var out []openstack.IngressRule
+	for _, r := range p.SecurityGroupRules {
+		if slices.Contains(groupIDs, r.SecurityGroupID) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Clouds is a fake credentials.Clouds: each Cluster (by namespace/name) and

@@ -16,10 +16,10 @@ limitations under the License.
 
 // Package fakekeystone is a FAKE Keystone on 127.0.0.1 for tests: it issues
 // a token for any password, scoped to the project it is told to claim, with
-// a catalog whose network endpoint is itself (it answers version discovery
-// only). It stands for a Keystone
-// a tenant runs themselves (or a proxy that rewrites the project), and for
-// one that hangs.
+// a catalog whose network endpoint is itself (it answers version discovery,
+// and the network API when the test gives it a Neutron). It stands for a
+// Keystone a tenant runs themselves (or a proxy that rewrites the project),
+// and for one that hangs.
 package fakekeystone
 
 import (
@@ -28,6 +28,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ type Options struct {
 	Stream bool
 	// TokenLifetime is how long its tokens are valid; an hour when zero.
 	TokenLifetime time.Duration
+	// Neutron, when set, answers the network API's requests (under
+	// /network/v2.0/, the prefix stripped): a Neutron of the test's own.
+	Neutron http.Handler
 }
 
 // Start runs a fake Keystone until the test ends.
@@ -85,6 +89,10 @@ func Start(tb testing.TB, opts Options) *Keystone {
 			_ = json.NewEncoder(w).Encode(map[string]any{"versions": []any{map[string]any{
 				"id": "v2.0", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": k.URL + "/network/v2.0/"}},
 			}}})
+			return
+		}
+		if opts.Neutron != nil && strings.HasPrefix(r.URL.Path, "/network/v2.0/") {
+			http.StripPrefix("/network/v2.0", opts.Neutron).ServeHTTP(w, r)
 			return
 		}
 		if r.Method != http.MethodPost || r.URL.Path != "/v3/auth/tokens" {
