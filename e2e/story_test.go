@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
@@ -43,6 +44,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
 	"github.com/capo-sharednet/capo-sharednet/exp/guardrails"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
+	"github.com/capo-sharednet/capo-sharednet/test/dataplane"
 	"github.com/capo-sharednet/capo-sharednet/test/providers"
 )
 
@@ -71,6 +73,8 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		// flavor is a copy of the workers' flavor, for the inline patch
 		// rollout; it lives as long as the story (later rollouts of md-a use it).
 		flavor string
+		// detachedA are md-a's machines after the detach.
+		detachedA []plane.Machine
 		// myService is the guide's Service in the workload cluster.
 		myService = client.ObjectKey{Namespace: "default", Name: "my-service"}
 	)
@@ -310,9 +314,11 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
-	It("the VM side: the attachment says that no security group of the VM project admits the shared subnet and the command that adds one; once the VM project runs it, which rule admits it", func(ctx SpecContext) {
-		done := tl.step("VM-side report: no rule admits the shared subnet, then the VM project adds one")
+	It("the data path, on Neutron's real bridge with the VM's security groups deciding: nothing reaches a VM of the VM project while its group admits nothing from the shared subnet, and the attachment says 0 of 1 VM ports accept the nodes; once the guide's rule is added, md-a's node and a masqueraded pod on it reach the VM from the node's shared address; md-b's node reaches nothing; md-a keeps its one default route on the cluster network", Label("datapath"), func(ctx SpecContext) {
+		done := tl.step("the data path: md-a's node, a pod on it and md-b's node against a VM of the VM project, before and after the guide's security group rule")
 		defer done()
+		needDataPath()
+		Expect(dataplane.Sweep(ctx, dataPathPrefix)).To(Succeed(), "what a killed earlier run left")
 		ingress := func(g Gomega) *sharednetv1.VMIngressStatus {
 			a, err := pl.Attachment(ctx, ns, name, mdA)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -320,27 +326,98 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 			g.Expect(a.Status.VMIngress).NotTo(BeZero(), "status.vmIngress")
 			return &a.Status.VMIngress
 		}
+		By("no VM on the shared subnet yet: the attachment says so")
+		Eventually(func(g Gomega) {
+			g.Expect(ingress(g).Admission).To(Equal(sharednetv1.VMIngressNoVMPorts))
+		}, 2*time.Minute, time.Second).Should(Succeed())
+
+		By("a VM of the VM project on the shared subnet, in a security group that admits nothing")
+		sg, err := plane.EmptySecurityGroup(ctx, vm, snName+"-vms")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = groups.Delete(ctx, vm.Network, sg).ExtractErr() })
+		attached, err := pl.Machines(ctx, ns, name, mdA)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(attached).NotTo(BeEmpty())
+		theVM, err := plane.BootVM(ctx, vm, admin, vmNet, dataPathPrefix+"vm-"+name, plane.ServerID(attached[0].ProviderID), sg)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { Expect(theVM.Close(ctx)).To(Succeed()) }, NodeTimeout(2*time.Minute))
 		Eventually(func(g Gomega) {
 			in := ingress(g)
 			g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressRefused))
+			g.Expect(in.VMPorts).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(in.AdmittingVMPorts).To(HaveValue(BeEquivalentTo(0)))
+			g.Expect(in.Message).To(ContainSubstring("0 of 1 VM ports"))
 			g.Expect(in.Suggestion).To(ContainSubstring("openstack security group rule create --ingress --ethertype IPv4 --remote-ip " + vmNet.CIDR))
 		}, 2*time.Minute, time.Second).Should(Succeed())
 
-		By("the VM project owner adds the rule")
-		sg, err := groups.Create(ctx, vm.Network, groups.CreateOpts{Name: snName + "-vms"}).Extract()
+		By("md-a's node and md-b's node plugged as Nova plugs them, with the route commands of their KubeadmConfig run")
+		nodeA := plugMachine(ctx, ns, attached[0], "a-"+name)
+		nodeB := plugMachine(ctx, ns, initialB[0], "b-"+name)
+		Expect(nodeA.Links).To(HaveLen(2), "md-a's node: the cluster network and the shared network")
+		Expect(nodeB.Links).To(HaveLen(1), "md-b's node: the cluster network only")
+		shared := sharedAddress(nodeA, vmNet)
+		clusterLink := nodeA.Links[0]
+		Expect(clusterLink.NetworkID).NotTo(Equal(vmNet.NetworkID), "the node's first NIC is on the cluster network")
+
+		By("md-a's node has exactly one default route, on its cluster interface")
+		routes, err := nodeA.Routes(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { _ = groups.Delete(ctx, vm.Network, sg.ID).ExtractErr() })
-		rule, err := rules.Create(ctx, vm.Network, rules.CreateOpts{
-			SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: vmNet.CIDR,
+		var defaults []string
+		for _, r := range routes {
+			if r.Dst == "default" {
+				defaults = append(defaults, r.Dev)
+			}
+		}
+		Expect(defaults).To(Equal([]string{clusterLink.Name}), "%+v", routes)
+		dev, src, err := nodeA.RouteTo(ctx, "203.0.113.10")
+		Expect(err).NotTo(HaveOccurred())
+		Expect([]string{dev, src}).To(Equal([]string{clusterLink.Name, clusterLink.Addr.Addr().String()}), "the internet is reached from the cluster address")
+
+		By("the VM's group admits nothing from the shared subnet: nothing from md-a's node reaches the VM, as the status says")
+		unreachable(ctx, nodeA.Namespace, theVM, "the VM's security group admits nothing")
+
+		By("the VM project adds the guide's rule: the shared subnet's range")
+		_, err = rules.Create(ctx, vm.Network, rules.CreateOpts{
+			SecGroupID: sg, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: vmNet.CIDR,
 		}).Extract()
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			in := ingress(g)
 			g.Expect(in.Admission).To(Equal(sharednetv1.VMIngressAdmitted))
-			g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(1)), "rule %s of group %s, counted, not named", rule.ID, sg.ID)
+			g.Expect(in.AdmittingVMPorts).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(in.AdmittingRules).To(HaveValue(BeEquivalentTo(1)), "the rule counted, not named")
+			g.Expect(in.Message).To(ContainSubstring("1 of 1 VM ports"))
 			g.Expect(in.Suggestion).To(BeEmpty())
 		}, 2*time.Minute, time.Second).Should(Succeed())
-	}, SpecTimeout(5*time.Minute))
+		to := theVM.Responder.Addr
+		Eventually(func() (netip.Addr, error) { return dataplane.Ask(nodeA.Namespace, to, dropWait) }, time.Minute, time.Second).
+			Should(Equal(shared), "TCP: the VM answers md-a's node and saw its shared-subnet address")
+		Expect(dataplane.AskUDP(nodeA.Namespace, to, dropWait)).To(Equal(shared), "UDP")
+		Expect(nodeA.Ping(ctx, to.Addr().String(), 56)).To(Succeed(), "ICMP")
+		Expect(nodeA.Ping(ctx, to.Addr().String(), vmNet.MTU-28)).To(Succeed(), "a packet of the network's MTU (%d) with DF set", vmNet.MTU)
+		fmt.Fprintf(GinkgoWriter, "the VM %s answered md-a's node, seen from %s\n", to, shared)
+
+		By("a pod on md-a's node: port security drops its own address; masqueraded as Calico's natOutgoing does, the VM sees the node's shared address")
+		pods, podAddr := podAddress(ctx, key)
+		pod, err := nodeA.AddPod(ctx, podAddr)
+		Expect(err).NotTo(HaveOccurred())
+		unreachable(ctx, pod, theVM, "without the masquerade the packet leaves with the pod's address, which port security drops")
+		Expect(nodeA.Masquerade(ctx, pods, true)).To(Succeed())
+		Expect(dataplane.Ask(pod, to, dropWait)).To(Equal(shared), "TCP from the pod")
+		Expect(dataplane.AskUDP(pod, to, dropWait)).To(Equal(shared), "UDP from the pod")
+
+		By("md-b's node: no port on the shared network and no route to it: nothing reaches the VM")
+		_, onShared := nodeB.Link(vmNet.NetworkID)
+		Expect(onShared).To(BeFalse())
+		unreachable(ctx, nodeB.Namespace, theVM, "md-b is not attached")
+
+		By("cluster traffic of md-a's node still leaves on its cluster interface: md-b's node sees its cluster address (BGP's port, open between the cluster's nodes)")
+		bgp, err := dataplane.Serve(nodeB.Namespace, netip.AddrPortFrom(nodeB.Links[0].Addr.Addr(), 179))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(bgp.Close)
+		Eventually(func() (netip.Addr, error) { return dataplane.Ask(nodeA.Namespace, bgp.Addr, dropWait) }, time.Minute, time.Second).
+			Should(Equal(clusterLink.Addr.Addr()))
+	}, SpecTimeout(8*time.Minute))
 
 	Context("bad requests are refused at admission and nothing changes", Ordered, func() {
 		var mtuNet, overlapNet, smallNet plane.VMNetwork
@@ -529,6 +606,34 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		Expect(shares(ctx, vmNet.NetworkID)).To(BeEmpty(), "the share is deleted")
 		Expect(pl.Machines(ctx, ns, name, mdB)).To(Equal(initialB))
 		Expect(observeControlPlane(ctx, key)).To(Equal(controlPlane))
+
+		detachedA = now
+	}, SpecTimeout(8*time.Minute))
+
+	It("the data path after the detach: a replaced md-a node has no port on the shared network and reaches nothing of a VM whose group admits the shared subnet", Label("datapath"), func(ctx SpecContext) {
+		done := tl.step("the data path after the detach: a replaced md-a node against a VM that admits the shared subnet")
+		defer done()
+		Expect(detachedA).NotTo(BeEmpty(), "md-a detached by the spec before")
+		now := detachedA
+		needDataPath()
+		sg, err := plane.EmptySecurityGroup(ctx, vm, snName+"-vms-after")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = groups.Delete(ctx, vm.Network, sg).ExtractErr() })
+		_, err = rules.Create(ctx, vm.Network, rules.CreateOpts{
+			SecGroupID: sg, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: vmNet.CIDR,
+		}).Extract()
+		Expect(err).NotTo(HaveOccurred())
+		theVM, err := plane.BootVM(ctx, vm, admin, vmNet, dataPathPrefix+"vm-after-"+name, plane.ServerID(now[0].ProviderID), sg)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = theVM.Close(ctx) }, NodeTimeout(2*time.Minute))
+		node := plugMachine(ctx, ns, now[0], "a-after-"+name)
+		Expect(node.Links).To(HaveLen(1), "the cluster network only")
+		unreachable(ctx, node.Namespace, theVM, "md-a is detached")
+		Expect(theVM.Close(ctx)).To(Succeed(), "the VM project deletes its VM")
+	}, SpecTimeout(5*time.Minute))
+
+	It("once md-a is detached, the VM project can delete its network", func(ctx SpecContext) {
+		Expect(detachedA).NotTo(BeEmpty(), "md-a detached by the spec before")
 		Expect(plane.DeleteVMNetwork(ctx, vm, vmNet.NetworkID, 10*time.Second)).To(Succeed(), "the VM project deletes its network")
 	}, SpecTimeout(8*time.Minute))
 

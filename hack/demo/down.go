@@ -34,6 +34,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/e2e/plane"
+	"github.com/capo-sharednet/capo-sharednet/test/dataplane"
 )
 
 // down removes what up created: the cluster (CAPO deletes its servers, ports
@@ -66,6 +67,9 @@ func down(d *dirs) error {
 	}
 	_ = os.Remove(d.pidFile())
 	_ = os.RemoveAll(d.plane)
+	if err := dataplane.Sweep(ctx, dataPathPrefix); err != nil { // also when the test bed is gone
+		return fmt.Errorf("removing the demo's network namespaces: %w", err)
+	}
 
 	if out, err := exec.Command(x.bed, "clouds").Output(); err == nil {
 		x.cloudsPath = strings.TrimSpace(string(out))
@@ -156,6 +160,11 @@ func (x *demo) deleteVMNetwork(ctx context.Context) {
 	if err != nil {
 		x.sayf("VM project not reachable (%v): network %s left as it is", err, vmNetworkName)
 		return
+	}
+	if err := x.removeDataPath(ctx, vm); err != nil {
+		x.sayf("the data path's VM and namespaces: %v", err)
+	} else {
+		x.sayf("the data path's namespaces, veths and VM removed")
 	}
 	pages, err := networks.List(vm.Network, networks.ListOpts{Name: vmNetworkName, ProjectID: vm.ProjectID}).AllPages(ctx)
 	if err != nil {

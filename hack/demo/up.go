@@ -168,8 +168,12 @@ func up(d *dirs) error {
 	if err := x.watchAttach(ctx, before, n); err != nil {
 		return err
 	}
+	// 7. The packet: md-a's node reaches a VM of the VM project, md-b's does not.
+	if err := x.dataPath(ctx, n); err != nil {
+		return fmt.Errorf("the data path: %w", err)
+	}
 
-	// 7. The guide's Service: the real cloud controller manager gives it an
+	// 8. The guide's Service: the real cloud controller manager gives it an
 	// internal load balancer on the shared subnet.
 	if err := x.guideService(ctx, n); err != nil {
 		return err

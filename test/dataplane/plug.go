@@ -263,7 +263,7 @@ func (h *Host) configure(ctx context.Context, network *gophercloud.ServiceClient
 			return fmt.Errorf("%s: %w", f, err)
 		}
 		for _, eth := range np.Network.Ethernets {
-			i := slices.IndexFunc(h.Links, func(l Link) bool { return l.MAC == strings.ToLower(eth.Match.MACAddress) })
+			i := slices.IndexFunc(h.Links, func(l Link) bool { return strings.EqualFold(l.MAC, eth.Match.MACAddress) })
 			if i < 0 {
 				continue
 			}
