@@ -314,7 +314,7 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		}, 90*time.Second, 100*time.Millisecond).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
-	It("the data path, on Neutron's real bridge with the VM's security groups deciding: nothing reaches a VM of the VM project while its group admits nothing from the shared subnet, and the attachment says 0 of 1 VM ports accept the nodes; once the guide's rule is added, md-a's node and a masqueraded pod on it reach the VM from the node's shared address; md-b's node reaches nothing; md-a keeps its one default route on the cluster network", Label("datapath"), func(ctx SpecContext) {
+	It("the data path, on Neutron's real bridge with the VM's security groups deciding: nothing reaches a VM of the VM project while its group admits nothing from the shared subnet, and the attachment says 0 of 1 VM ports accept the nodes; once the guide's rule is added, md-a's node and a masqueraded pod on it reach the VM from the node's shared address; md-b's node reaches nothing; md-a keeps its one default route, and sends off the networks, on the cluster network", Label("datapath"), func(ctx SpecContext) {
 		done := tl.step("the data path: md-a's node, a pod on it and md-b's node against a VM of the VM project, before and after the guide's security group rule")
 		defer done()
 		needDataPath()
@@ -369,9 +369,24 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 			}
 		}
 		Expect(defaults).To(Equal([]string{clusterLink.Name}), "%+v", routes)
-		dev, src, err := nodeA.RouteTo(ctx, "203.0.113.10")
+		sharedLink, _ := nodeA.Link(vmNet.NetworkID)
+		for _, r := range routes {
+			if r.Dev == sharedLink.Name {
+				dst, err := netip.ParsePrefix(r.Dst)
+				if err != nil {
+					dst = netip.PrefixFrom(netip.MustParseAddr(r.Dst), 32)
+				}
+				Expect(netip.MustParsePrefix(vmNet.CIDR).Contains(dst.Addr())).To(BeTrue(), "only the shared subnet is reached through %s: %+v", sharedLink.Name, r)
+			}
+		}
+		By("what md-a's node sends off the networks leaves through its cluster interface, not the shared one")
+		internet := netip.MustParseAddr("203.0.113.10")
+		sent, err := nodeA.SentVia(ctx, internet, []string{clusterLink.Name, sharedLink.Name}, func() error {
+			_, _ = dataplane.AskUDP(nodeA.Namespace, netip.AddrPortFrom(internet, 53), 200*time.Millisecond)
+			return nil
+		})
 		Expect(err).NotTo(HaveOccurred())
-		Expect([]string{dev, src}).To(Equal([]string{clusterLink.Name, clusterLink.Addr.Addr().String()}), "the internet is reached from the cluster address")
+		Expect(sent).To(Equal(map[string]int{clusterLink.Name: 1, sharedLink.Name: 0}), "packets to %s by interface", internet)
 
 		By("the VM's group admits nothing from the shared subnet: nothing from md-a's node reaches the VM, as the status says")
 		unreachable(ctx, nodeA.Namespace, theVM, "the VM's security group admits nothing")
@@ -393,8 +408,8 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		Eventually(func() (netip.Addr, error) { return dataplane.Ask(nodeA.Namespace, to, dropWait) }, time.Minute, time.Second).
 			Should(Equal(shared), "TCP: the VM answers md-a's node and saw its shared-subnet address")
 		Expect(dataplane.AskUDP(nodeA.Namespace, to, dropWait)).To(Equal(shared), "UDP")
-		Expect(nodeA.Ping(ctx, to.Addr().String(), 56)).To(Succeed(), "ICMP")
-		Expect(nodeA.Ping(ctx, to.Addr().String(), vmNet.MTU-28)).To(Succeed(), "a packet of the network's MTU (%d) with DF set", vmNet.MTU)
+		Expect(nodeA.Ping(ctx, to.Addr().String(), 56)).To(BeTrue(), "ICMP")
+		Expect(nodeA.Ping(ctx, to.Addr().String(), vmNet.MTU-28)).To(BeTrue(), "a packet of the network's MTU (%d) with DF set", vmNet.MTU)
 		fmt.Fprintf(GinkgoWriter, "the VM %s answered md-a's node, seen from %s\n", to, shared)
 
 		By("a pod on md-a's node: port security drops its own address; masqueraded as Calico's natOutgoing does, the VM sees the node's shared address")
@@ -406,17 +421,14 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		Expect(dataplane.Ask(pod, to, dropWait)).To(Equal(shared), "TCP from the pod")
 		Expect(dataplane.AskUDP(pod, to, dropWait)).To(Equal(shared), "UDP from the pod")
 
-		By("md-b's node: no port on the shared network and no route to it: nothing reaches the VM")
+		By("md-b's node: no port on the shared network; the VM's address is off its networks (through the cluster gateway): nothing reaches the VM")
 		_, onShared := nodeB.Link(vmNet.NetworkID)
 		Expect(onShared).To(BeFalse())
-		unreachable(ctx, nodeB.Namespace, theVM, "md-b is not attached")
-
-		By("cluster traffic of md-a's node still leaves on its cluster interface: md-b's node sees its cluster address (BGP's port, open between the cluster's nodes)")
-		bgp, err := dataplane.Serve(nodeB.Namespace, netip.AddrPortFrom(nodeB.Links[0].Addr.Addr(), 179))
+		dev, gateway, _, err := nodeB.RouteTo(ctx, to.Addr().String())
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(bgp.Close)
-		Eventually(func() (netip.Addr, error) { return dataplane.Ask(nodeA.Namespace, bgp.Addr, dropWait) }, time.Minute, time.Second).
-			Should(Equal(clusterLink.Addr.Addr()))
+		Expect(dev).To(Equal(nodeB.Links[0].Name))
+		Expect(gateway).NotTo(BeEmpty(), "not on link")
+		unreachable(ctx, nodeB.Namespace, theVM, "md-b is not attached")
 	}, SpecTimeout(8*time.Minute))
 
 	Context("bad requests are refused at admission and nothing changes", Ordered, func() {
@@ -626,6 +638,14 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 		theVM, err := plane.BootVM(ctx, vm, admin, vmNet, dataPathPrefix+"vm-after-"+name, plane.ServerID(now[0].ProviderID), sg)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = theVM.Close(ctx) }, NodeTimeout(2*time.Minute))
+		By("a probe of the VM project on the shared subnet reaches the VM: its group admits the subnet")
+		probe, err := plane.BootVM(ctx, vm, admin, vmNet, dataPathPrefix+"probe-"+name, plane.ServerID(now[0].ProviderID), sg)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = probe.Close(ctx) }, NodeTimeout(2*time.Minute))
+		Eventually(func() (netip.Addr, error) { return dataplane.Ask(probe.Namespace, theVM.Responder.Addr, dropWait) }, time.Minute, time.Second).
+			Should(Equal(probe.Links[0].Addr.Addr()))
+		Expect(probe.Close(ctx)).To(Succeed())
+		By("the replaced md-a node: no port on the shared network, nothing reaches the VM")
 		node := plugMachine(ctx, ns, now[0], "a-after-"+name)
 		Expect(node.Links).To(HaveLen(1), "the cluster network only")
 		unreachable(ctx, node.Namespace, theVM, "md-a is detached")

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
@@ -87,7 +88,13 @@ func (x *demo) dataPath(ctx context.Context, n plane.VMNetwork) error {
 		return err
 	}
 	l, _ := nodeA.Link(n.NetworkID)
-	seen, err := dataplane.Ask(nodeA.Namespace, theVM.Responder.Addr, 5*time.Second)
+	// The agent applies the rule to a tap it found a moment ago: ask for 30 s.
+	var seen netip.Addr
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if seen, err = dataplane.Ask(nodeA.Namespace, theVM.Responder.Addr, 3*time.Second); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("md-a's node %s asked the VM and got no answer: %w", mdA[0].Name, err)
 	}

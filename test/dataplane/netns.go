@@ -20,7 +20,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -94,25 +96,71 @@ func (n Namespace) Routes(ctx context.Context) ([]Route, error) {
 	return routes, nil
 }
 
-// RouteTo is the interface and source address the namespace sends a packet
-// for dst from (`ip route get`).
-func (n Namespace) RouteTo(ctx context.Context, dst string) (dev, src string, err error) {
+// RouteTo is how the namespace sends a packet for dst (`ip route get`):
+// the interface, the gateway ("" when dst is on link) and the source.
+func (n Namespace) RouteTo(ctx context.Context, dst string) (dev, gateway, src string, err error) {
 	out, err := n.Exec(ctx, "ip", "-j", "route", "get", dst)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	var r []struct{ Dev, Prefsrc string }
+	var r []struct{ Dev, Gateway, Prefsrc string }
 	if err := json.Unmarshal(out, &r); err != nil || len(r) == 0 {
-		return "", "", fmt.Errorf("ip route get %s in %s: %v: %s", dst, n, err, out)
+		return "", "", "", fmt.Errorf("ip route get %s in %s: %v: %s", dst, n, err, out)
 	}
-	return r[0].Dev, r[0].Prefsrc, nil
+	return r[0].Dev, r[0].Gateway, r[0].Prefsrc, nil
 }
 
 // Ping sends one ICMP echo of size bytes of payload with the don't-fragment
-// bit set and waits a second for the answer: nil when it came back.
-func (n Namespace) Ping(ctx context.Context, dst string, size int) error {
+// bit set and waits a second for the answer: true when it came back, false
+// when none did; an error when ping could not send (no route, a packet
+// larger than the MTU, ping missing).
+func (n Namespace) Ping(ctx context.Context, dst string, size int) (bool, error) {
 	_, err := n.Exec(ctx, "ping", "-n", "-q", "-c", "1", "-W", "1", "-M", "do", "-s", fmt.Sprint(size), dst)
-	return err
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1: // sent, no answer
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// SentVia runs send and counts, per interface of ifaces, the packets the
+// namespace sent to dst meanwhile (iptables counters on OUTPUT, matched on
+// the outgoing interface the routing chose).
+func (n Namespace) SentVia(ctx context.Context, dst netip.Addr, ifaces []string, send func() error) (map[string]int, error) {
+	rule := func(op, iface string) []string {
+		return []string{"iptables", "-w", "5", op, "OUTPUT", "-d", dst.String(), "-o", iface, "-m", "comment", "--comment", "capo-sentvia-" + iface}
+	}
+	for _, i := range ifaces {
+		if _, err := n.Exec(ctx, rule("-A", i)...); err != nil {
+			return nil, err
+		}
+		defer func() { _, _ = n.Exec(context.WithoutCancel(ctx), rule("-D", i)...) }()
+	}
+	if err := send(); err != nil {
+		return nil, err
+	}
+	out, err := n.Exec(ctx, "iptables", "-w", "5", "-L", "OUTPUT", "-v", "-x", "-n")
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		for _, i := range ifaces {
+			if len(f) > 0 && strings.Contains(line, "/* capo-sentvia-"+i+" */") {
+				var pkts int
+				if _, err := fmt.Sscan(f[0], &pkts); err != nil {
+					return nil, fmt.Errorf("iptables counter of %s: %q", i, line)
+				}
+				counts[i] = pkts
+			}
+		}
+	}
+	return counts, nil
 }
 
 func deleteNamespace(ctx context.Context, n Namespace) error {

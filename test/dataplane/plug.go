@@ -313,7 +313,15 @@ func dhcpAnswer(ctx context.Context, network *gophercloud.ServiceClient, l Link)
 		fmt.Sprintf("ip addr add %s dev %s", l.Addr, l.Name),
 	}
 	if s.GatewayIP != "" {
-		out = append(out, fmt.Sprintf("ip route append default via %s dev %s proto dhcp metric 100", s.GatewayIP, l.Name))
+		// networkd adds a route to the gateway itself, and to each DNS server
+		// off the subnet through it (RoutesToDNS).
+		out = append(out, fmt.Sprintf("ip route append %s dev %s proto dhcp scope link metric 100", s.GatewayIP, l.Name),
+			fmt.Sprintf("ip route append default via %s dev %s proto dhcp metric 100", s.GatewayIP, l.Name))
+		for _, dns := range s.DNSNameservers {
+			if a, err := netip.ParseAddr(dns); err == nil && a.Is4() && !l.Addr.Masked().Contains(a) {
+				out = append(out, fmt.Sprintf("ip route append %s via %s dev %s proto dhcp metric 100", a, s.GatewayIP, l.Name))
+			}
+		}
 	}
 	for _, r := range s.HostRoutes {
 		out = append(out, fmt.Sprintf("ip route append %s via %s dev %s proto dhcp metric 100", r.DestinationCIDR, r.NextHop, l.Name))

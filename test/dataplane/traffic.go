@@ -26,6 +26,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -208,8 +209,16 @@ func parseSeen(line string) (netip.Addr, error) {
 }
 
 // IsTimeout says whether err is a dial or read that got no answer in time
-// (what a dropped packet looks like), as opposed to a refusal.
+// (what a packet dropped by a firewall looks like), as opposed to a
+// refusal or an error of the harness.
 func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// IsDropped says whether err is a request that went out and got no answer:
+// a timeout, or a host unreachable because nothing answered ARP for the
+// next hop.
+func IsDropped(err error) bool {
+	return IsTimeout(err) || errors.Is(err, syscall.EHOSTUNREACH)
 }
