@@ -235,7 +235,8 @@ type SubnetStatus struct {
 	// vmPorts counts the VM project's own ports on the subnet, whose
 	// security groups decide whether its virtual machines answer the nodes
 	// (which reach them from their shared-subnet addresses): not Neutron's
-	// own ports (device owner network:*) nor load balancers'; the nodes'
+	// own ports (device owner network:*), load balancers' or ports bound to
+	// nothing (no device owner); the nodes'
 	// ports are their clusters' projects'. Unset when the credential may not
 	// list the ports or the security group rules. Every attachment on the
 	// subnet reports it in its status.vmIngress.

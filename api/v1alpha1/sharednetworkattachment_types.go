@@ -387,7 +387,7 @@ type VMIngressStatus struct {
 	Message string `json:"message,omitempty"`
 
 	// vmPorts is how many ports the VM project has on the shared subnet (its
-	// virtual machines'; not Neutron's own nor load balancers').
+	// virtual machines'; not Neutron's own, load balancers' or ports bound to nothing).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	VMPorts *int32 `json:"vmPorts,omitempty"`

@@ -87,10 +87,11 @@ func (r IngressRule) Admits(cidr netip.Prefix) bool {
 // IsVMPort says whether p is one of project's own ports on subnet, the
 // ports whose security groups decide whether the VMs answer the nodes:
 // not Neutron's own (device owner network:*, its DHCP, routers and
-// floating IPs), nor a load balancer's. The nodes' ports are their
-// clusters' projects'.
+// floating IPs), nor a load balancer's, nor a port bound to nothing (no
+// device owner: a reserved address, no VM behind it to answer). The nodes'
+// ports are their clusters' projects'.
 func IsVMPort(p Port, project, subnet string) bool {
-	return p.ProjectID == project && slices.Contains(p.SubnetIDs, subnet) &&
+	return p.ProjectID == project && slices.Contains(p.SubnetIDs, subnet) && p.DeviceOwner != "" &&
 		!strings.HasPrefix(p.DeviceOwner, "network:") && !isLoadBalancerOwner(p.DeviceOwner) && !IsLoadBalancerPort(p.DeviceOwner, p.Name)
 }
 

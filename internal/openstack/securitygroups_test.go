@@ -108,6 +108,8 @@ func TestWhichVMPortAdmitsTheNodes(t *testing.T) {
 			owned("vrrp", "compute:nova", "octavia-lb-vrrp-a1"), owned("ovn-vip", "", "ovn-lb-vip-1"),
 			vmPort("vm", "sg"),
 		}, []openstack.IngressRule{anywhere}, openstack.SubnetIngress{VMPorts: 1}},
+		"a port bound to nothing (no device owner) has no VM behind it": {v4, []openstack.Port{owned("reserved", "", "keepalived-vip"), vmPort("vm", "sg")},
+			[]openstack.IngressRule{anywhere}, openstack.SubnetIngress{VMPorts: 1}},
 		"another project's port (a node's) is not the VM project's": {v4, []openstack.Port{
 			{ID: "node", ProjectID: "cluster-project", DeviceOwner: "compute:nova", SubnetIDs: []string{vmSubnet}, SecurityGroups: []string{"sg-open"}},
 		}, []openstack.IngressRule{anywhere}, openstack.SubnetIngress{}},

@@ -57,23 +57,41 @@ func (n Namespace) Sh(ctx context.Context, script string) ([]byte, error) {
 
 // Do runs fn on an OS thread that has entered the namespace: the sockets fn
 // opens (a listener, a dialled connection) belong to the namespace for
-// their whole life, whichever thread uses them later. The thread is never
-// handed back to the Go runtime, which ends it with the goroutine.
+// their whole life, whichever thread uses them later. The thread goes back
+// to this process's namespace and to the Go runtime afterwards: a thread
+// that ended would send its children's parent-death signal (the plane
+// starts its processes with one), so it is ended only when it cannot go
+// back.
 func (n Namespace) Do(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // not unlocked: this thread's namespace is changed for good
-		f, err := os.Open("/run/netns/" + string(n))
+		runtime.LockOSThread()
+		home, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer func() { _ = home.Close() }()
+		target, err := os.Open("/run/netns/" + string(n))
+		if err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("namespace %s: %w", n, err)
 			return
 		}
-		defer func() { _ = f.Close() }()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+		defer func() { _ = target.Close() }()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("entering namespace %s: %w", n, err)
 			return
 		}
-		done <- fn()
+		err = fn()
+		if back := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); back != nil {
+			done <- errors.Join(err, fmt.Errorf("leaving namespace %s: %w", n, back)) // the thread stays locked and ends
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- err
 	}()
 	return <-done
 }
