@@ -152,11 +152,17 @@ func (n Namespace) SentVia(ctx context.Context, dst netip.Addr, ifaces []string,
 	rule := func(op, iface string) []string {
 		return []string{"iptables", "-w", "5", op, "OUTPUT", "-d", dst.String(), "-o", iface, "-m", "comment", "--comment", "capo-sentvia-" + iface}
 	}
+	var added []string
+	defer func() {
+		for _, i := range added {
+			_, _ = n.Exec(context.WithoutCancel(ctx), rule("-D", i)...)
+		}
+	}()
 	for _, i := range ifaces {
 		if _, err := n.Exec(ctx, rule("-A", i)...); err != nil {
 			return nil, err
 		}
-		defer func() { _, _ = n.Exec(context.WithoutCancel(ctx), rule("-D", i)...) }()
+		added = append(added, i)
 	}
 	if err := send(); err != nil {
 		return nil, err
