@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/common v0.66.1
 	github.com/spf13/pflag v1.0.10
 	go4.org/netipx v0.0.0-20260823151212-3075585bcbeb
+	golang.org/x/sys v0.41.0
 	golang.org/x/term v0.40.0
 	k8s.io/api v0.34.5
 	k8s.io/apiextensions-apiserver v0.34.5
@@ -162,7 +163,6 @@ require (
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 	golang.org/x/time v0.11.0 // indirect
 	golang.org/x/tools v0.41.0 // indirect
