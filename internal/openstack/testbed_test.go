@@ -219,11 +219,15 @@ func TestSecurityGroupAuditReadsTheVMPortsOnTheSharedSubnet(t *testing.T) {
 	_, err = rules.Create(ctx, vm.Network, rules.CreateOpts{SecGroupID: sg.ID, Direction: rules.DirIngress, EtherType: rules.EtherType4, RemoteIPPrefix: "172.21.5.0/25"}).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
 	off := false
+	// VM ports carry a compute owner, as Nova sets it; a port bound to
+	// nothing (the last) has no VM behind it and is not counted.
+	const vm1 = "compute:nova"
 	for _, opts := range []ports.CreateOptsBuilder{
-		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "in-group"), SecurityGroups: &[]string{sg.ID}},
-		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "default-group")},
+		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "in-group"), SecurityGroups: &[]string{sg.ID}, DeviceOwner: vm1},
+		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "default-group"), DeviceOwner: vm1},
 		portsecurity.PortCreateOptsExt{PortSecurityEnabled: &off,
-			CreateOptsBuilder: ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "open"), SecurityGroups: &[]string{}}},
+			CreateOptsBuilder: ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "open"), SecurityGroups: &[]string{}, DeviceOwner: vm1}},
+		ports.CreateOpts{NetworkID: networkID, FixedIPs: []ports.IP{{SubnetID: subnetID}}, Name: testbed.Name(t, "reserved"), SecurityGroups: &[]string{}},
 	} {
 		p, err := ports.Create(ctx, vm.Network, opts).Extract()
 		g.Expect(err).NotTo(HaveOccurred())
