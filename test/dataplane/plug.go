@@ -489,19 +489,25 @@ func BootServer(ctx context.Context, compute *gophercloud.ServiceClient, name, i
 	if err != nil {
 		return "", fmt.Errorf("booting server %s: %w", name, err)
 	}
+	return srv.ID, WaitServerActive(ctx, compute, srv.ID)
+}
+
+// WaitServerActive waits, two minutes at most, until Nova reports the
+// server ACTIVE; an error when it goes to ERROR.
+func WaitServerActive(ctx context.Context, compute *gophercloud.ServiceClient, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		s, err := servers.Get(ctx, compute, srv.ID).Extract()
+		s, err := servers.Get(ctx, compute, id).Extract()
 		switch {
 		case err == nil && s.Status == "ACTIVE":
-			return srv.ID, nil
+			return nil
 		case err == nil && s.Status == "ERROR":
-			return srv.ID, fmt.Errorf("server %s went to ERROR: %v", name, s.Fault)
+			return fmt.Errorf("server %s went to ERROR: %v", id, s.Fault)
 		}
 		select {
 		case <-ctx.Done():
-			return srv.ID, fmt.Errorf("server %s not ACTIVE within 2 minutes", name)
+			return fmt.Errorf("server %s not ACTIVE within 2 minutes", id)
 		case <-time.After(time.Second):
 		}
 	}

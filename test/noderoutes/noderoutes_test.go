@@ -177,23 +177,8 @@ func attachedNode(t *testing.T, dhcp bool) {
 	srv, err := servers.Create(ctx, c.Compute, servers.CreateOpts{Name: testbed.Name(t, "node"), ImageRef: imgs[0].ID, FlavorRef: "1",
 		Networks: []servers.Network{{UUID: clusterNet}, {UUID: sharedNet}}}, nil).Extract()
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		_ = servers.Delete(context.Background(), c.Compute, srv.ID).ExtractErr()
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
-			if _, err := servers.Get(context.Background(), c.Compute, srv.ID).Extract(); err != nil {
-				return
-			}
-			time.Sleep(time.Second)
-		}
-	})
-	g.Eventually(func() (string, error) {
-		s, err := servers.Get(ctx, c.Compute, srv.ID).Extract()
-		if err != nil {
-			return "", err
-		}
-		return s.Status, nil
-	}, 2*time.Minute, time.Second).Should(Equal("ACTIVE"))
+	t.Cleanup(func() { _ = dataplane.DeleteServer(context.Background(), c.Compute, srv.ID) })
+	g.Expect(dataplane.WaitServerActive(ctx, c.Compute, srv.ID)).To(Succeed())
 
 	// The server's two ports: their MACs and addresses name the interfaces.
 	pages, err = ports.List(c.Network, ports.ListOpts{DeviceID: srv.ID}).AllPages(ctx)
