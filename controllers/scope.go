@@ -48,16 +48,23 @@ import (
 // ValidatingWebhookConfiguration (config/webhook/manifests.yaml).
 const CredentialWebhookName = "credential.sharednet.capo.io" //nolint:gosec // a webhook name, not a credential
 
+// SizeWebhookName is the webhook that holds an attached nodegroup's
+// MachineDeployment to its size (webhooks.SizeGuard), scoped as the
+// credential webhook is.
+const SizeWebhookName = "size.sharednet.capo.io"
+
 // NamespaceScope keeps what the API server and CAPI call the extension for,
 // with a failure policy of Fail, to the namespaces that need it, so that an
 // extension outage (both replicas down, a failed upgrade, an expired
 // certificate) blocks nothing elsewhere:
 //
-//   - the credential webhook's namespaceSelector: the namespaces where a
-//     cluster uses a shared network (a nodegroup with a sharedNetwork value,
-//     or an attachment not yet released). Only their Secrets' deletions reach
-//     the extension, and an instance with --namespace is never asked about
-//     another namespace.
+//   - the credential and size webhooks' namespaceSelector: the namespaces
+//     where a cluster uses a shared network (a nodegroup with a sharedNetwork
+//     value, or an attachment not yet released). Only their Secrets'
+//     deletions and MachineDeployments' growth reach the extension, and an
+//     instance with --namespace is never asked about another namespace. A
+//     configuration without the size webhook (an older one) keeps the
+//     credential webhook scoped.
 //   - the deletion ExtensionConfig's namespaceSelector: the namespaces with
 //     an attachment. CAPI calls BeforeClusterDelete for every Cluster that
 //     ExtensionConfig admits, of any ClusterClass; a cluster without an
@@ -131,19 +138,23 @@ func (r *NamespaceScope) scopeCredentialWebhook(ctx context.Context, namespaces 
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: r.CredentialWebhookConfiguration}, vwc); err != nil {
 		return fmt.Errorf("reading ValidatingWebhookConfiguration %s (--credential-webhook-configuration): %w", r.CredentialWebhookConfiguration, err)
 	}
-	i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == CredentialWebhookName })
-	if i < 0 {
+	if !slices.ContainsFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == CredentialWebhookName }) {
 		return fmt.Errorf("ValidatingWebhookConfiguration %s has no webhook %s", r.CredentialWebhookConfiguration, CredentialWebhookName)
 	}
-	if equality.Semantic.DeepEqual(vwc.Webhooks[i].NamespaceSelector, want) {
+	base := vwc.DeepCopy()
+	changed := false
+	for i, w := range vwc.Webhooks {
+		if (w.Name == CredentialWebhookName || w.Name == SizeWebhookName) && !equality.Semantic.DeepEqual(w.NamespaceSelector, want) {
+			vwc.Webhooks[i].NamespaceSelector, changed = want, true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	base := vwc.DeepCopy()
-	vwc.Webhooks[i].NamespaceSelector = want
 	if err := r.Client.Patch(ctx, vwc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("scoping webhook %s to %d namespace(s): %w", CredentialWebhookName, len(namespaces), err)
+		return fmt.Errorf("scoping webhooks %s and %s to %d namespace(s): %w", CredentialWebhookName, SizeWebhookName, len(namespaces), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("the credential webhook is scoped to the namespaces whose clusters use a shared network", "namespaces", len(namespaces))
+	ctrl.LoggerFrom(ctx).Info("the credential and size webhooks are scoped to the namespaces whose clusters use a shared network", "namespaces", len(namespaces))
 	return nil
 }
 

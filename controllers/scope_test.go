@@ -50,6 +50,7 @@ func TestAnOutageBlocksOnlyNamespacesUsingASharedNetwork(t *testing.T) {
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "vwc"}, Webhooks: []admissionregistrationv1.ValidatingWebhook{
 		{Name: "sharednet.cluster.capo.io"},
 		{Name: CredentialWebhookName, NamespaceSelector: NamespacesSelector(nil)},
+		{Name: SizeWebhookName, NamespaceSelector: NamespacesSelector(nil)},
 	}}
 	ec := &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: "deletion"}, Spec: runtimev1.ExtensionConfigSpec{NamespaceSelector: NamespacesSelector(nil)}}
 	cluster := func(ns string, value string) *clusterv1.Cluster {
@@ -83,6 +84,7 @@ func TestAnOutageBlocksOnlyNamespacesUsingASharedNetwork(t *testing.T) {
 		got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Name: "vwc"}, got)).To(Succeed())
 		g.Expect(got.Webhooks[0].NamespaceSelector).To(BeNil(), "the Cluster webhook is left as it is")
+		g.Expect(matching(got.Webhooks[2].NamespaceSelector)).To(Equal(matching(got.Webhooks[1].NamespaceSelector)), "the size webhook is scoped as the credential webhook")
 		return matching(got.Webhooks[1].NamespaceSelector)
 	}
 	deletionSelects := func() []string {

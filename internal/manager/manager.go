@@ -331,6 +331,7 @@ func (m *Manager) SetupHooks() error {
 func (m *Manager) SetupWebhooks() error {
 	m.Server.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(m.Preflight, m.GetScheme()))
 	m.Server.Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(m.GetClient(), m.Credentials, m.opts.WatchNamespace))
+	m.Server.Register(webhooks.MachineDeploymentPath, webhooks.NewMachineDeploymentWebhook(m.GetAPIReader(), m.GetScheme()))
 	return nil
 }
 

@@ -212,10 +212,16 @@ func (c *Checker) evaluate(facts rules.Facts) rules.Refusal {
 }
 
 // Grows says whether nodegroup topology may take more of its shared subnet
-// in cluster than in old: a larger max size or more zones. A size that is
-// not a node count counts as growth, so the rules report it.
+// in cluster than in old: a larger max size, more zones, or no bound any
+// more. A size that is not a node count counts as growth, so the rules
+// report it.
 func Grows(old, cluster *clusterv1.Cluster, topology string) bool {
 	now, before := consumers.SizeOf(cluster, topology), consumers.SizeOf(old, topology)
+	if rules.Sized(now.Annotations, now.Replicas) != nil && rules.Sized(before.Annotations, before.Replicas) == nil {
+		// Its bound removed, CAPI leaves the MachineDeployment's replicas to
+		// kubectl scale: judged (and refused) as growth.
+		return true
+	}
 	// Zones are the Cluster's in both: only the nodegroup's own change counts.
 	before.ClusterFailureDomains = now.ClusterFailureDomains
 	nowMax, v := rules.MaxSize(now.Annotations, now.Replicas)

@@ -232,6 +232,11 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "az-1"}, {Name: "az-2"}, {Name: "az-3"}}
 		}, true},
 		{"nothing about its size", func(c *clusterv1.Cluster) { c.Labels = map[string]string{"x": "y"} }, false},
+		{"replicas removed: CAPI leaves the MachineDeployment to kubectl scale", func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = nil }, true},
+		{"replicas removed, the autoscaler's max size kept", func(c *clusterv1.Cluster) {
+			md(c, "md-a").Replicas = nil
+			md(c, "md-a").Metadata.Annotations = map[string]string{clusterv1.AutoscalerMaxSizeAnnotation: "1"}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -276,6 +281,13 @@ func TestGrowthOfAnAttachedNodegroup(t *testing.T) {
 		err := judgeGrowth(w.checker(), w.cluster)
 		g.Expect(err).To(MatchError(And(ContainSubstring("mtu:"), ContainSubstring("MTU 1400 but the cluster network has MTU 1450"))))
 		g.Expect(ask(w.checker(), StillFits, w.cluster)).To(MatchError(ContainSubstring("mtu:")), "and the controller reports it")
+	})
+	t.Run("removing the bound of an attached nodegroup is refused naming the fix", func(t *testing.T) {
+		g := NewWithT(t)
+		w, _ := grow(func(c *clusterv1.Cluster) { md(c, "md-a").Replicas = nil })
+		err := judgeGrowth(w.checker(), w.cluster)
+		g.Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("capacity:"), ContainSubstring("sets neither replicas nor"),
+			ContainSubstring("set replicas on the nodegroup in the Cluster's topology"))))
 	})
 	t.Run("a max size that does not fit an int32 is refused, not wrapped into a pass", func(t *testing.T) {
 		g := NewWithT(t)

@@ -97,8 +97,9 @@ func Reserved(consumers []Consumer) int {
 // neither replicas in its topology nor the cluster autoscaler's max size,
 // CAPI leaves the MachineDeployment's replicas to whoever scales it (kubectl
 // scale on the MachineDeployment), past any room judged for it on the
-// subnet. A nodegroup already attached is not judged again for it (no
-// change of a running cluster is refused for what it was admitted with).
+// subnet. An attached nodegroup that grows, or gives its bound up, is
+// refused the same way; one kept unchanged is not (CloudFits judges the
+// cloud, not this).
 func Sized(annotations map[string]string, replicas *int32) *Violation {
 	if replicas != nil {
 		return nil

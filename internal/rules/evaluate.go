@@ -229,7 +229,7 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		out = append(out, some(ShareQuota(nw.Name, *n.RBACPolicies, n.NewShare))...)
 	}
 	if n.Size != nil {
-		if n.Check == CheckAttach {
+		if n.Check == CheckAttach || n.Check == CheckGrow {
 			if v := Sized(n.Size.Annotations, n.Size.Replicas); v != nil {
 				return append(out, v)
 			}

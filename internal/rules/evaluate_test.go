@@ -111,11 +111,12 @@ func TestEvaluateJudgesEveryFactOnce(t *testing.T) {
 				n.Size.Replicas = nil
 				n.Size.Annotations = map[string]string{"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5"}
 			})}}},
-		{name: "a nodegroup attached without replicas is not refused later for it (fit, growth)",
+		{name: "a nodegroup attached without replicas is not refused later for it, only its growth is",
 			facts: Facts{Nodegroups: []Nodegroup{
 				attach(func(n *Nodegroup) { n.Check, n.Size.Replicas = CheckFit, nil }),
 				attach(func(n *Nodegroup) { n.Name, n.Check, n.Size.Replicas = "md-b", CheckGrow, nil }),
-			}}},
+			}},
+			want: []string{"md-b/" + RuleCapacity}},
 		{name: "detach with this cluster's load balancer on the subnet",
 			facts: Facts{Nodegroups: []Nodegroup{{Name: "md-b", Check: CheckDetach, DetachSubnet: "sub-1",
 				LoadBalancers: []sharednetv1.LoadBalancer{{ID: "lb-1", Name: "kube_service_x", VIP: "172.16.5.9"}}}}},
