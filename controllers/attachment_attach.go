@@ -52,6 +52,14 @@ func (r *AttachmentReconciler) attach(ctx context.Context, cluster *clusterv1.Cl
 	case res.NoSubnet != nil:
 		return reconcile.Result{RequeueAfter: pollCloud}, fmt.Errorf("nodegroup %s: %w", topology, res.NoSubnet)
 	}
+	if a == nil && !res.Granted() {
+		// No attachment (the record of a share, and what scopes the deletion
+		// hook to this namespace) for a namespace the SharedNetwork does not
+		// grant: admission refused it, so this is a grant revoked since or an
+		// extension that was down. The Cluster is told why.
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, sharednetv1.ReasonNotGranted, "nodegroup %s: not attached: %s", topology, res.NotGranted.Error())
+		return reconcile.Result{RequeueAfter: pollCloud}, nil
+	}
 	if a, err = r.ensureAttachment(ctx, cluster, topology, res.SharedNetwork.Name, res.Subnet, a); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -508,6 +509,45 @@ var _ = Describe("A nodegroup on a shared network", Ordered, Label("local", "rel
 			Expect(err.Error()).To(And(ContainSubstring(`"md-a"`), ContainSubstring("version"), ContainSubstring("v1.34.3"), ContainSubstring("v1.35.0")))
 			Expect(apierrors.IsNotFound(pl.Client.Get(ctx, client.ObjectKeyFromObject(c2), &clusterv1.Cluster{}))).To(BeTrue(), "nothing was created")
 		})
+	})
+
+	It("md-a's size is held to what its subnet was checked for: kubectl scale (the scale subresource, as the autoscaler writes it) and an edit past the topology's replicas are refused naming the fix, removing its replicas from the topology is refused, md-b scales freely; nothing rolls", func(ctx SpecContext) {
+		defer tl.step("md-a held to its size: kubectl scale, edit and a topology without replicas refused")()
+		mark := book.mark()
+		mdOf := func(topology string) *clusterv1.MachineDeployment {
+			list := &clusterv1.MachineDeploymentList{}
+			Expect(pl.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{
+				clusterv1.ClusterNameLabel: name, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topology})).To(Succeed())
+			Expect(list.Items).To(HaveLen(1))
+			return &list.Items[0]
+		}
+		// kubectl scale sends this merge patch to the scale subresource.
+		scale := func(md *clusterv1.MachineDeployment, replicas int) error {
+			return pl.Client.SubResource("scale").Patch(ctx, md, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)))
+		}
+		a := mdOf(mdA)
+		err := scale(a, 30)
+		Expect(err).To(HaveOccurred())
+		fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
+		Expect(err.Error()).To(And(ContainSubstring("nodegroup md-a of Cluster "+name), ContainSubstring("spec.replicas (scale) 30 is more than the 2 nodes"),
+			ContainSubstring("scale to 2 or fewer, or raise the nodegroup's replicas or max size in the Cluster's topology")))
+		a.Spec.Replicas = ptr.To[int32](3)
+		Expect(pl.Client.Update(ctx, a)).To(MatchError(ContainSubstring("spec.replicas 3 is more than the 2 nodes")), "kubectl edit")
+		err = pl.UpdateCluster(ctx, key, func(c *clusterv1.Cluster) {
+			for i := range c.Spec.Topology.Workers.MachineDeployments {
+				if c.Spec.Topology.Workers.MachineDeployments[i].Name == mdA {
+					c.Spec.Topology.Workers.MachineDeployments[i].Replicas = nil
+				}
+			}
+		})
+		Expect(err).To(MatchError(And(ContainSubstring(`"md-a"`), ContainSubstring("sets neither replicas nor"), ContainSubstring("set replicas on the nodegroup in the Cluster's topology"))))
+		// md-b is on no shared network: its scale goes through (and CAPI's
+		// topology controller puts its replicas back to the topology's).
+		Expect(scale(mdOf(mdB), 1)).To(Succeed())
+		Expect(mdOf(mdA).Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		Consistently(func(g Gomega) {
+			g.Expect(book.since(mark)).To(Equal(changes{Created: map[string][]string{}, Deleted: map[string][]string{}}), "no machine created or deleted")
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
 	})
 
 	var lb *loadbalancers.LoadBalancer

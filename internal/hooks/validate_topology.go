@@ -86,9 +86,14 @@ func (h *Handlers) judgeTopology(ctx context.Context, cluster *clusterv1.Cluster
 	if err != nil {
 		return preflight.Decision{}, err
 	}
+	if value == nil {
+		return preflight.Decision{}, nil // no value of this nodegroup's own: nothing to judge
+	}
 	md, err := machineDeploymentBuiltins(item.Variables)
-	if value == nil || err != nil {
-		return preflight.Decision{}, nil //nolint:nilerr // no value of this nodegroup's own: nothing to judge
+	if err != nil {
+		// Fail closed: a value whose nodegroup cannot be told is not admitted unjudged.
+		return preflight.Decision{}, fmt.Errorf("MachineDeployment %s sets sharedNetwork but its builtin variables cannot be read, so the value cannot be judged: %w",
+			item.HolderReference.Name, err)
 	}
 	topology := md.TopologyName
 	attached, err := h.attached(ctx, cluster, topology, item.HolderReference)

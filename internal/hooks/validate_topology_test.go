@@ -96,3 +96,24 @@ func TestValidateTopologyIsAdmissionsBackstop(t *testing.T) {
 		})
 	}
 }
+
+// A nodegroup that sets sharedNetwork but whose builtin variables cannot be
+// read (no builtin.machineDeployment) is refused, not admitted unjudged.
+func TestValidateTopologyFailsClosedOnUnreadableBuiltins(t *testing.T) {
+	g := NewWithT(t)
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "demo"}, Spec: clusterv1.ClusterSpec{Topology: clusterv1.Topology{Version: "v1.35.0"}}}
+	h := patchWorld(t, cluster)
+	h.Preflight = &preflight.Checker{Reader: h.Reader}
+	req := &runtimehooksv1.ValidateTopologyRequest{
+		Variables: []runtimehooksv1.Variable{{Name: runtimehooksv1.BuiltinsName, Value: rawJSON(t, runtimehooksv1.Builtins{Cluster: &runtimehooksv1.ClusterBuiltins{Name: "demo", Namespace: "team-a"}})}},
+		Items: []*runtimehooksv1.ValidateTopologyRequestItem{{
+			HolderReference: runtimehooksv1.HolderReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachineDeployment", Namespace: "team-a", Name: mdName, FieldPath: machineDeploymentInfraRefPath},
+			Variables:       []runtimehooksv1.Variable{{Name: sharednetv1.VariableName, Value: apiextensionsv1.JSON{Raw: []byte(`{"name":"closed"}`)}}},
+		}},
+	}
+	resp := &runtimehooksv1.ValidateTopologyResponse{}
+	h.ValidateTopology(context.Background(), req, resp)
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusFailure))
+	g.Expect(resp.Message).To(And(ContainSubstring("MachineDeployment "+mdName+" sets sharedNetwork but its builtin variables cannot be read"),
+		ContainSubstring("builtin.machineDeployment")))
+}

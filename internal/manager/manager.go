@@ -26,9 +26,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +43,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	runtimecatalog "sigs.k8s.io/cluster-api/exp/runtime/catalog"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
@@ -114,6 +118,20 @@ type Options struct {
 	// BeforeClusterDelete; the manager scopes it to the namespaces with
 	// attachments. DefaultDeletionExtensionConfig when empty.
 	DeletionExtensionConfig string
+}
+
+// ScopedConfigurations is how the cache reads the two cluster-wide
+// configurations NamespaceScope keeps: each by its name only, which is all
+// the extension's RBAC grants (resourceNames allows a list or watch with a
+// metadata.name field selector).
+func ScopedConfigurations(opts Options) map[client.Object]cache.ByObject {
+	named := func(name string) cache.ByObject {
+		return cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", name)}
+	}
+	return map[client.Object]cache.ByObject{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}: named(cmp.Or(opts.CredentialWebhookConfiguration, DefaultCredentialWebhookConfiguration)),
+		&runtimev1.ExtensionConfig{}:                              named(cmp.Or(opts.DeletionExtensionConfig, DefaultDeletionExtensionConfig)),
+	}
 }
 
 // DefaultDeletionHookPort is the port of the deletion hook's server.
@@ -228,6 +246,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// (a quarter less live heap at 500 Clusters x 4 nodegroups, test/scale).
 	byObject := trimmedKinds()
 	byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.Namespace: {}}}
+	maps.Copy(byObject, ScopedConfigurations(opts))
 	cacheOpts := cache.Options{
 		ByObject:         byObject,
 		DefaultTransform: cache.TransformStripManagedFields(),

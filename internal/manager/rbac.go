@@ -39,12 +39,14 @@ package manager
 // The detach trusts an attachment's record only while the shipped admission
 // policy that protects it is in place (controllers.PolicyGuard).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
-// The credential webhook is scoped to the namespaces whose clusters use a
-// shared network (controllers.NamespaceScope).
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;patch
+// The credential and size webhooks are scoped to the namespaces whose
+// clusters use a shared network (controllers.NamespaceScope); only the
+// extension's own configuration, by name (the cache lists and watches it
+// with a metadata.name field selector, which resourceNames allows).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=capo-sharednet-validating-webhook-configuration
 // So is the ExtensionConfig of BeforeClusterDelete: an outage holds the
 // deletion of attached clusters only.
-// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=runtime.cluster.x-k8s.io,resources=extensionconfigs,verbs=get;list;watch;patch,resourceNames=capo-sharednet-deletion
 // The diagnostics endpoint authenticates and authorizes its callers
 // (controller-runtime's filters, CAPI's util/flags).
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

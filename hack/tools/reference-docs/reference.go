@@ -191,7 +191,8 @@ func generate(root string) ([]byte, error) {
 			*wh.FailurePolicy, *wh.TimeoutSeconds, strings.Join(conds, ", "))
 	}
 	w("\n`uses-shared-network`: the new or the old Cluster sets `sharedNetwork` (cluster-wide or in a nodegroup's\noverrides); every other Cluster is admitted without calling the extension.\n")
-	w("`holds-clouds-yaml`: the Secret being deleted has a `clouds.yaml` key (CAPO's identityRef format); every other\nSecret is deleted without calling the extension. Such a Secret is refused while it is the identityRef of an\nOpenStackCluster whose cluster uses a shared network (`internal/webhooks/credential.go`).\n\n")
+	w("`holds-clouds-yaml`: the Secret being deleted has a `clouds.yaml` key (CAPO's identityRef format); every other\nSecret is deleted without calling the extension. Such a Secret is refused while it is the identityRef of an\nOpenStackCluster whose cluster uses a shared network (`internal/webhooks/credential.go`).\n")
+	w("`grows-or-renames`: the MachineDeployment (or its scale subresource) gets more replicas, or its label\n`topology.cluster.x-k8s.io/deployment-name` changes; a scale down and CAPI's other writes never call the\nextension. The growth of an attached nodegroup past the size its Cluster's topology gives it is refused\n(`internal/webhooks/machinedeployment.go`).\n\n")
 
 	// Metrics.
 	metrics, err := metricsFromSource(r.path("controllers"), r.path("exp", "guardrails"), r.path("internal", "openstack"))
