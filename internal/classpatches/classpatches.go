@@ -25,16 +25,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
 	"strings"
 	"text/template"
 	"text/template/parse"
 	"time"
 
-	"github.com/Masterminds/sprig/v3"
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -66,19 +62,64 @@ const (
 	// larger fits in the object either.
 	MaxValueBytes = 1 << 20
 
-	// MaxAllocatedBytes bounds what template functions build over one
-	// evaluation, garbage included, so that values kept in many variables
-	// cannot add up to more than the extension's memory.
-	MaxAllocatedBytes = 64 << 20
+	// MaxAllocatedBytes bounds what template functions build and what is
+	// decoded over one evaluation, garbage included, so that values kept in
+	// many variables cannot add up: a patch builds kilobytes, and the
+	// MaxConcurrentEvaluations evaluations, holding this much each, stay in
+	// tens of MiB of heap with the GC's slack (the extension requests 128 Mi).
+	MaxAllocatedBytes = 8 << 20
 
-	// MaxListLen bounds the lists until, untilStep and seq build from a
-	// number: 10,000 covers any count of subnets, pools or addresses.
+	// MaxConcurrentEvaluations is how many evaluations run at once; another
+	// waits for one to end, at most MaxEvaluationTime (what one can take)
+	// and as long as its context allows. Each holds up to MaxAllocatedBytes
+	// and a core: the extension runs on nodes of a few cores.
+	MaxConcurrentEvaluations = 2
+
+	// MaxListLen bounds the lists functions build from a number or cut from
+	// a text (until, untilStep, seq, split, regexFindAll, chunk): 10,000
+	// covers any count of subnets, pools or addresses.
 	MaxListLen = 10_000
 
 	// MaxCallWork bounds one call whose cost is the product of its inputs
 	// (uniq, without, trimAll, regular expressions): nothing interrupts a
 	// running call, and 4M steps is well under a tenth of a second.
 	MaxCallWork = 1 << 22
+
+	// MaxTemplateBytes bounds a template's text, as CAPI's CRD does
+	// (valueFrom.template; enabledIf has 256): text/template's parse tree
+	// takes up to 80 times the text (4 MiB for 64 KiB of {{.}}).
+	MaxTemplateBytes = 10_240
+
+	// MaxDecodedNodes bounds the values of one decoded JSON or YAML text (a
+	// variable, a literal value, a rendered template, fromJson): YAML takes
+	// up to 400 bytes to decode a value from 2 bytes of text, and a patch
+	// value has tens of them.
+	MaxDecodedNodes = 10_000
+
+	// MaxRegexBytes bounds a regular expression's text: a patch's
+	// expression is a line, and parsing takes up to 4 KB a byte (\pL).
+	MaxRegexBytes = 1 << 10
+
+	// MaxRegexSize bounds what an expression compiles to (instructions and
+	// class ranges, a{n} n times): regexp takes about 100 bytes for each,
+	// and \pL alone has 1,300 ranges.
+	MaxRegexSize = 10_000
+
+	// MaxOperands bounds addf, subf, mulf and divf, whose exact decimals
+	// grow with every operand: a sum or product in a patch has a few.
+	MaxOperands = 100
+
+	// MaxVersionBytes bounds the texts of semver and semverCompare: parsing
+	// a constraint takes 100 times its text, and time quadratic in it.
+	MaxVersionBytes = 1 << 10
+
+	// MaxPatchOperations bounds the JSON patch operations one evaluation
+	// applies: a class has tens.
+	MaxPatchOperations = 1_000
+
+	// MaxDocumentBytes bounds the patched OpenStackClusterTemplate as JSON,
+	// so what each patch may add: the API server stores at most 1.5 MiB.
+	MaxDocumentBytes = 3 << 19
 
 	// nodeBytes is what Go spends on an element besides a string's bytes
 	// (a slice or interface header, a number).
@@ -116,13 +157,20 @@ func bounded(format string, args ...any) *boundError {
 // run here: the attachment controller checks the real OpenStackCluster again
 // before it shares.
 //
-// The templates run with bounds (time, iterations, output and value sizes):
-// an error matching ErrBounded means a bound stopped them, not that the
-// class is wrong.
+// The templates run with bounds (time, iterations, what template functions
+// build, what is decoded, the patched document), at most
+// MaxConcurrentEvaluations at once: an error matching ErrBounded means a
+// bound stopped them, not that the class is wrong.
 func DesiredInfraCluster(ctx context.Context, cc *clusterv1.ClusterClass, tmpl *infrav1.OpenStackClusterTemplate, cluster *clusterv1.Cluster) (infrav1.OpenStackClusterSpec, error) {
+	done, err := start(ctx)
+	if err != nil {
+		return infrav1.OpenStackClusterSpec{}, err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, MaxEvaluationTime)
 	defer cancel()
-	vars, err := variables(cc, cluster)
+	e := newEvaluation(ctx)
+	vars, err := e.variables(cc, cluster)
 	if err != nil {
 		return infrav1.OpenStackClusterSpec{}, err
 	}
@@ -130,7 +178,6 @@ func DesiredInfraCluster(ctx context.Context, cc *clusterv1.ClusterClass, tmpl *
 	if err != nil {
 		return infrav1.OpenStackClusterSpec{}, err
 	}
-	e := newEvaluation(ctx)
 	for _, p := range cc.Spec.Patches {
 		if doc, err = e.applyPatch(doc, p, vars); err != nil {
 			return infrav1.OpenStackClusterSpec{}, err
@@ -143,21 +190,55 @@ func DesiredInfraCluster(ctx context.Context, cc *clusterv1.ClusterClass, tmpl *
 	return out.Spec.Template.Spec, nil
 }
 
+// running holds a token for each evaluation under way.
+var running = make(chan struct{}, MaxConcurrentEvaluations)
+
+// queueWait is how long an evaluation waits for another to end: as long
+// as one can run. A variable for the tests.
+var queueWait = MaxEvaluationTime
+
+// start takes one of the MaxConcurrentEvaluations places, waiting at most
+// queueWait and as long as ctx allows; done gives it back. A free place is
+// taken even when ctx is done: the evaluation then stops at its first step.
+func start(ctx context.Context) (done func(), err error) {
+	done = func() { <-running }
+	select {
+	case running <- struct{}{}:
+		return done, nil
+	default:
+	}
+	timer := time.NewTimer(queueWait)
+	defer timer.Stop()
+	select {
+	case running <- struct{}{}:
+		return done, nil
+	case <-ctx.Done():
+		cause := context.Cause(ctx)
+		return nil, &boundError{cause: cause,
+			what: fmt.Sprintf("%v while waiting: %d evaluations were running, the most at once", cause, MaxConcurrentEvaluations)}
+	case <-timer.C:
+		return nil, bounded("%d evaluations were running, the most at once, and none ended within %s", MaxConcurrentEvaluations, queueWait)
+	}
+}
+
 // variables are the class's defaults, the Cluster's values over them, and
 // builtin.cluster.
-func variables(cc *clusterv1.ClusterClass, cluster *clusterv1.Cluster) (map[string]any, error) {
+func (e *evaluation) variables(cc *clusterv1.ClusterClass, cluster *clusterv1.Cluster) (map[string]any, error) {
 	vars := map[string]any{}
 	for _, v := range cc.Spec.Variables {
 		if d := v.Schema.OpenAPIV3Schema.Default; d != nil {
-			var value any
-			if err := json.Unmarshal(d.Raw, &value); err == nil {
+			value, err := e.decodeJSON(d.Raw)
+			if errors.Is(err, ErrBounded) {
+				return nil, fmt.Errorf("spec.variables[%s] default: %w", v.Name, err)
+			}
+			if err == nil {
 				vars[v.Name] = value
 			}
 		}
 	}
 	for _, v := range cluster.Spec.Topology.Variables {
-		var value any
-		if err := json.Unmarshal(v.Value.Raw, &value); err != nil {
+		value, err := e.decodeJSON(v.Value.Raw)
+		if err != nil {
 			return nil, fmt.Errorf("spec.topology.variables[%s]: %w", v.Name, err)
 		}
 		vars[v.Name] = value
@@ -170,8 +251,17 @@ func variables(cc *clusterv1.ClusterClass, cluster *clusterv1.Cluster) (map[stri
 }
 
 // applyPatch applies p's definitions for the OpenStackClusterTemplate to
-// doc, if p's enabledIf renders "true".
+// doc, if p's enabledIf renders "true"; a patch with none is not rendered.
 func (e *evaluation) applyPatch(doc []byte, p clusterv1.ClusterClassPatch, vars map[string]any) ([]byte, error) {
+	var defs []clusterv1.PatchDefinition
+	for _, d := range p.Definitions {
+		if d.Selector.Kind == "OpenStackClusterTemplate" && d.Selector.MatchResources.InfrastructureCluster != nil && *d.Selector.MatchResources.InfrastructureCluster {
+			defs = append(defs, d)
+		}
+	}
+	if len(defs) == 0 {
+		return doc, nil
+	}
 	if p.EnabledIf != "" {
 		enabled, err := e.render(p.EnabledIf, vars)
 		if err != nil {
@@ -181,11 +271,8 @@ func (e *evaluation) applyPatch(doc []byte, p clusterv1.ClusterClassPatch, vars 
 			return doc, nil
 		}
 	}
-	for _, d := range p.Definitions {
-		if d.Selector.Kind != "OpenStackClusterTemplate" || d.Selector.MatchResources.InfrastructureCluster == nil || !*d.Selector.MatchResources.InfrastructureCluster {
-			continue
-		}
-		raw, err := e.jsonPatch(p.Name, d.JSONPatches, vars)
+	for _, d := range defs {
+		raw, err := e.jsonPatch(p.Name, d.JSONPatches, vars, MaxDocumentBytes-len(doc))
 		if err != nil {
 			return nil, err
 		}
@@ -200,11 +287,23 @@ func (e *evaluation) applyPatch(doc []byte, p clusterv1.ClusterClassPatch, vars 
 	return doc, nil
 }
 
+// maxPathBytes is CAPI's bound on a JSON patch's path: json-patch splits a
+// path at every "/".
+const maxPathBytes = 512
+
 // jsonPatch is the RFC 6902 document of a definition's patches, values
-// resolved.
-func (e *evaluation) jsonPatch(name string, jps []clusterv1.JSONPatch, vars map[string]any) ([]byte, error) {
+// resolved, in at most room bytes: add and replace grow the document by
+// their value at most, and a variable can be the value of every operation.
+// Only CAPI's ops: a copy would repeat what the document holds.
+func (e *evaluation) jsonPatch(name string, jps []clusterv1.JSONPatch, vars map[string]any, room int) ([]byte, error) {
+	if e.operations += len(jps); e.operations > MaxPatchOperations {
+		return nil, e.trip(bounded("the class's patches have more than %d operations on the OpenStackClusterTemplate", MaxPatchOperations))
+	}
 	ops := make([]map[string]any, 0, len(jps))
 	for _, jp := range jps {
+		if (jp.Op != "add" && jp.Op != "replace" && jp.Op != "remove") || len(jp.Path) > maxPathBytes {
+			return nil, fmt.Errorf("patch %q (%.20s %.100s): CAPI allows the ops add, replace and remove, and paths of at most %d bytes", name, jp.Op, jp.Path, maxPathBytes)
+		}
 		op := map[string]any{"op": jp.Op, "path": jp.Path}
 		value, err := e.patchValue(jp, vars)
 		if err != nil {
@@ -212,6 +311,9 @@ func (e *evaluation) jsonPatch(name string, jps []clusterv1.JSONPatch, vars map[
 		}
 		if jp.Op != "remove" {
 			op["value"] = value
+		}
+		if room -= opBytes + len(jp.Path) + jsonBound(value); room < 0 {
+			return nil, e.trip(bounded("with patch %q (%s %s), the OpenStackClusterTemplate may be over %d bytes of JSON", name, jp.Op, jp.Path, MaxDocumentBytes))
 		}
 		ops = append(ops, op)
 	}
@@ -235,11 +337,11 @@ func valueField(jp clusterv1.JSONPatch) string {
 func (e *evaluation) patchValue(jp clusterv1.JSONPatch, vars map[string]any) (any, error) {
 	switch {
 	case jp.Value != nil:
-		var v any
-		return v, json.Unmarshal(jp.Value.Raw, &v)
+		return e.decodeJSON(jp.Value.Raw)
 	case jp.ValueFrom != nil && jp.ValueFrom.Variable != "":
 		var v any = vars
-		for _, part := range strings.Split(jp.ValueFrom.Variable, ".") {
+		for part, rest, more := "", jp.ValueFrom.Variable, true; more; {
+			part, rest, more = strings.Cut(rest, ".")
 			m, ok := v.(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("variable %q is not set", jp.ValueFrom.Variable)
@@ -254,8 +356,7 @@ func (e *evaluation) patchValue(jp clusterv1.JSONPatch, vars map[string]any) (an
 		if err != nil {
 			return nil, err
 		}
-		var v any
-		return v, yaml.Unmarshal([]byte(text), &v)
+		return e.decodeYAML(text)
 	}
 	return nil, nil
 }
@@ -269,7 +370,8 @@ type evaluation struct {
 	hooks      template.FuncMap // what instrument inserts; unknown at parse time
 	iterations int
 	depth      int
-	allocated  int
+	allocated  int   // bytes built by template functions and decoded
+	operations int   // JSON patch operations
 	stop       error // the first bound that tripped
 }
 
@@ -294,6 +396,9 @@ func (e *evaluation) trip(err error) error {
 func (e *evaluation) render(text string, vars map[string]any) (string, error) {
 	if e.stop != nil {
 		return "", e.stop
+	}
+	if len(text) > MaxTemplateBytes {
+		return "", e.trip(bounded("the template is %d bytes, more than %d", len(text), MaxTemplateBytes))
 	}
 	// Parse without the hooks, so that a template cannot call them.
 	t, err := template.New("patch").Funcs(e.funcs).Parse(text)
@@ -412,301 +517,4 @@ func (e *evaluation) enter() (string, error) {
 func (e *evaluation) leave() string {
 	e.depth--
 	return ""
-}
-
-// templateFuncs are sprig's hermetic functions, as CAPI offers them, but
-// the cryptographic ones (key and certificate generation, scrypt, bcrypt:
-// seconds of CPU or tens of MB in one call nothing can interrupt, and no
-// use in an OpenStackCluster's network), and the builtins that format their
-// arguments, so that the guard sees those too (a FuncMap entry takes
-// precedence over a builtin). A class that calls a crypto function cannot
-// be evaluated here: its node subnet is checked before the share.
-var templateFuncs = func() template.FuncMap {
-	fm := sprig.HermeticTxtFuncMap()
-	for _, name := range []string{"bcrypt", "htpasswd", "genPrivateKey", "derivePassword", "buildCustomCert", "genCA", "genCAWithKey",
-		"genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey", "encryptAES", "decryptAES"} {
-		delete(fm, name)
-	}
-	fm["print"], fm["printf"], fm["println"] = fmt.Sprint, fmt.Sprintf, fmt.Sprintln
-	fm["html"], fm["js"], fm["urlquery"] = template.HTMLEscaper, template.JSEscaper, template.URLQueryEscaper
-	return fm
-}()
-
-// guard wraps fn so that a call first checks the deadline, the size of its
-// arguments and, for the functions in prechecks, what it would build or
-// compute; then it measures what the call built. So every value a template
-// holds is measured: fmt builds the whole text of a value before the writer
-// can refuse it, and recurses without end (a fatal stack overflow) into a
-// map that contains itself, which `set $d "k" $d` makes.
-func (e *evaluation) guard(name string, fn any) any {
-	f := reflect.ValueOf(fn)
-	return reflect.MakeFunc(f.Type(), func(args []reflect.Value) []reflect.Value {
-		if err := e.before(name, args); err != nil {
-			panic(err) // text/template turns a call's panic into its error
-		}
-		var out []reflect.Value
-		if f.Type().IsVariadic() {
-			out = f.CallSlice(args)
-		} else {
-			out = f.Call(args)
-		}
-		if err := e.after(name, out[0]); err != nil {
-			panic(err)
-		}
-		return out
-	}).Interface()
-}
-
-func (e *evaluation) before(name string, args []reflect.Value) error {
-	if e.ctx.Err() != nil {
-		return e.trip(e.deadline())
-	}
-	if size, _ := measure(MaxValueBytes, args...); size > MaxValueBytes {
-		return e.trip(bounded("the arguments of %s are over %d bytes", name, MaxValueBytes))
-	}
-	for _, c := range prechecks[name] {
-		if c.cost(args) > c.limit {
-			return e.trip(bounded("%s would %s", name, c.what))
-		}
-	}
-	return nil
-}
-
-func (e *evaluation) after(name string, result reflect.Value) error {
-	size, _ := measure(MaxValueBytes, result)
-	if size > MaxValueBytes {
-		return e.trip(bounded("%s built a value over %d bytes", name, MaxValueBytes))
-	}
-	if e.allocated += size; e.allocated > MaxAllocatedBytes {
-		return e.trip(bounded("template functions built more than %d bytes", MaxAllocatedBytes))
-	}
-	return nil
-}
-
-// measure is the size of vals and how deep they nest, counting a shared or
-// cyclic part each time it is reached, as fmt and encoding/json expand it;
-// it stops counting past limit, so it costs at most limit/nodeBytes steps.
-func measure(limit int, vals ...reflect.Value) (size, depth int) {
-	type item struct {
-		v     reflect.Value
-		depth int
-	}
-	stack := make([]item, 0, len(vals))
-	for _, v := range vals {
-		stack = append(stack, item{v, 1})
-	}
-	room := func() bool { return size+len(stack)*nodeBytes <= limit }
-	for len(stack) > 0 && size <= limit {
-		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		size, depth = size+nodeBytes, max(depth, it.depth)
-		v, d := it.v, it.depth+1
-		switch v.Kind() {
-		case reflect.Interface, reflect.Pointer:
-			if !v.IsNil() {
-				stack = append(stack, item{v.Elem(), it.depth})
-			}
-		case reflect.String:
-			size += v.Len()
-		case reflect.Slice, reflect.Array:
-			if v.Type().Elem().Kind() == reflect.Uint8 {
-				size += v.Len()
-				continue
-			}
-			for i := 0; i < v.Len() && room(); i++ {
-				stack = append(stack, item{v.Index(i), d})
-			}
-		case reflect.Map:
-			for r := v.MapRange(); room() && r.Next(); {
-				stack = append(stack, item{r.Key(), d}, item{r.Value(), d})
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField() && room(); i++ {
-				stack = append(stack, item{v.Field(i), d})
-			}
-		}
-	}
-	return size, depth
-}
-
-// A precheck refuses a call, before it runs, whose cost (a size or a count
-// of steps) its arguments put over limit: such a call allocates or spins
-// in one go, where no tick can stop it.
-type precheck struct {
-	limit float64
-	what  string // for the error: "<function> would <what>"
-	cost  func(args []reflect.Value) float64
-}
-
-func elements(cost func([]reflect.Value) float64) precheck {
-	return precheck{MaxListLen, fmt.Sprintf("build more than %d elements", MaxListLen), cost}
-}
-
-func bytesOut(cost func([]reflect.Value) float64) precheck {
-	return precheck{MaxValueBytes, fmt.Sprintf("build more than %d bytes", MaxValueBytes), cost}
-}
-
-func steps(cost func([]reflect.Value) float64) precheck {
-	return precheck{MaxCallWork, fmt.Sprintf("take more than %d steps", MaxCallWork), cost}
-}
-
-// prechecks are the functions (sprig v3.3.0's and fmt's) whose cost is not
-// bounded by the size of their arguments: a number, a width, a separator
-// repeated per element, or a product of two inputs. Arguments are indexed
-// as the functions declare them.
-var prechecks = map[string][]precheck{
-	"until":            {elements(func(a []reflect.Value) float64 { return span(0, a[0].Int(), sign(a[0].Int())) })},
-	"untilStep":        {elements(func(a []reflect.Value) float64 { return span(a[0].Int(), a[1].Int(), a[2].Int()) })},
-	"seq":              {elements(seqLen)},
-	"repeat":           {bytesOut(func(a []reflect.Value) float64 { return float64(a[0].Int()) * float64(a[1].Len()) })},
-	"indent":           {bytesOut(indented)},
-	"nindent":          {bytesOut(indented)},
-	"wrapWith":         {bytesOut(wrapped)},
-	"replace":          {bytesOut(replaced)},
-	"join":             {bytesOut(joined)},
-	"printf":           {bytesOut(printed)},
-	"toPrettyJson":     {bytesOut(prettyJSON)},
-	"mustToPrettyJson": {bytesOut(prettyJSON)},
-	"uniq":             {steps(func(a []reflect.Value) float64 { return length(a[0]) * length(a[0]) / 2 })},
-	"mustUniq":         {steps(func(a []reflect.Value) float64 { return length(a[0]) * length(a[0]) / 2 })},
-	"without":          {steps(func(a []reflect.Value) float64 { return length(a[0]) * length(a[1]) })},
-	"mustWithout":      {steps(func(a []reflect.Value) float64 { return length(a[0]) * length(a[1]) })},
-	"trimAll":          {steps(func(a []reflect.Value) float64 { return float64(a[0].Len()) * float64(a[1].Len()) })},
-	"trimall":          {steps(func(a []reflect.Value) float64 { return float64(a[0].Len()) * float64(a[1].Len()) })},
-	// Go's regexp is linear in the text, times the size of the expression.
-	"regexMatch":                 {steps(regexWork)},
-	"mustRegexMatch":             {steps(regexWork)},
-	"regexFind":                  {steps(regexWork)},
-	"mustRegexFind":              {steps(regexWork)},
-	"regexFindAll":               {steps(regexWork)},
-	"mustRegexFindAll":           {steps(regexWork)},
-	"regexSplit":                 {steps(regexWork)},
-	"mustRegexSplit":             {steps(regexWork)},
-	"regexReplaceAll":            {steps(regexWork), bytesOut(regexReplaced)},
-	"mustRegexReplaceAll":        {steps(regexWork), bytesOut(regexReplaced)},
-	"regexReplaceAllLiteral":     {steps(regexWork), bytesOut(regexReplaced)},
-	"mustRegexReplaceAllLiteral": {steps(regexWork), bytesOut(regexReplaced)},
-}
-
-func sign(n int64) int64 {
-	if n < 0 {
-		return -1
-	}
-	return 1
-}
-
-// maxExact is the largest int a float64 holds exactly; past it sprig's
-// untilStep loop can also overflow and never end.
-const maxExact = 1 << 53
-
-// span is how many elements untilStep(start, stop, step) builds.
-func span(start, stop, step int64) float64 {
-	if max(start, stop, step) > maxExact || min(start, stop, step) < -maxExact {
-		return math.Inf(1)
-	}
-	d := float64(stop - start)
-	if step == 0 || d*float64(step) <= 0 {
-		return 0
-	}
-	return math.Ceil(d / float64(step))
-}
-
-// seqLen is how many numbers seq prints: seq END, seq START END or
-// seq START STEP END, END included.
-func seqLen(a []reflect.Value) float64 {
-	p := a[0]
-	start, step := int64(1), int64(1)
-	var stop int64
-	switch p.Len() {
-	case 1:
-		stop = p.Index(0).Int()
-	case 2:
-		start, stop = p.Index(0).Int(), p.Index(1).Int()
-	case 3:
-		start, step, stop = p.Index(0).Int(), p.Index(1).Int(), p.Index(2).Int()
-	default:
-		return 0
-	}
-	if max(start, stop, step) > maxExact || min(start, stop, step) < -maxExact {
-		return math.Inf(1)
-	}
-	if step == 0 {
-		return 0
-	}
-	return math.Abs(float64(stop-start))/math.Abs(float64(step)) + 1
-}
-
-// indented: (n)indent SPACES TEXT pads every line of TEXT.
-func indented(a []reflect.Value) float64 {
-	lines := strings.Count(a[1].String(), "\n") + 1
-	return float64(a[1].Len()+1) + float64(a[0].Int())*float64(lines)
-}
-
-// wrapped: wrapWith LENGTH SEP TEXT puts SEP every LENGTH bytes at worst.
-func wrapped(a []reflect.Value) float64 {
-	n, text := max(a[0].Int(), 1), float64(a[2].Len())
-	return text + (text/float64(n)+1)*float64(max(a[1].Len(), 1))
-}
-
-// replaced: replace OLD NEW TEXT (an empty OLD matches between every rune).
-func replaced(a []reflect.Value) float64 {
-	return float64(a[2].Len()) + float64(strings.Count(a[2].String(), a[0].String()))*float64(a[1].Len())
-}
-
-// joined: join SEP LIST puts SEP between every element.
-func joined(a []reflect.Value) float64 {
-	size, _ := measure(MaxValueBytes, a[1])
-	return float64(size) + length(a[1])*float64(a[0].Len())
-}
-
-// printed: every verb of printf FORMAT ARGS can print any argument again
-// (%[1]s) and pad it to its width; fmt caps a width or a `*` at 1e6.
-func printed(a []reflect.Value) float64 {
-	format := a[0].String()
-	widths, n := 0.0, 0.0
-	for i := 0; i <= len(format); i++ {
-		if i < len(format) && format[i] >= '0' && format[i] <= '9' {
-			n = min(n*10+float64(format[i]-'0'), 1e7)
-			continue
-		}
-		widths, n = widths+n, 0
-	}
-	widths += 1e6 * float64(strings.Count(format, "*"))
-	args, _ := measure(MaxValueBytes, a[1])
-	return float64(len(format)) + widths + float64(strings.Count(format, "%"))*float64(args)
-}
-
-// prettyJSON: toPrettyJson indents each line by two spaces per level.
-func prettyJSON(a []reflect.Value) float64 {
-	size, depth := measure(MaxValueBytes, a[0])
-	return float64(size) * float64(1+2*depth)
-}
-
-// regexWork: regexp matches in time linear in the text times the size of
-// the expression.
-func regexWork(a []reflect.Value) float64 {
-	return float64(a[0].Len()) * float64(a[1].Len()+1)
-}
-
-// regexReplaced: the expression can match at every position, and each `$`
-// in the replacement can expand to the whole text.
-func regexReplaced(a []reflect.Value) float64 {
-	text, repl := float64(a[1].Len()), a[2].String()
-	return text + (text+1)*(float64(len(repl))+float64(strings.Count(repl, "$"))*text)
-}
-
-// length is the number of elements of a list, map or string, through the
-// interface a function takes it as.
-func length(v reflect.Value) float64 {
-	for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			return 0
-		}
-		v = v.Elem()
-	}
-	switch v.Kind() {
-	case reflect.Slice, reflect.Array, reflect.Map, reflect.String:
-		return float64(v.Len())
-	}
-	return 0
 }

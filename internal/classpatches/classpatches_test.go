@@ -19,8 +19,10 @@ package classpatches
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -140,6 +142,7 @@ func TestInstrumentationKeepsWhatTemplatesRender(t *testing.T) {
 		`{{ $x := .s }}{{ $x = upper $x }}{{ $x }} {{ printf "%05.1f|%[1]v" .n }} {{ print .l 1 }} {{ html "<a>" }} {{ js "'" }} {{ urlquery "a b" }}`,
 		`{{ toJson . }} {{ toPrettyJson .m }} {{ .l | join "," }} {{ seq 3 }} {{ untilStep 0 10 3 }} {{ "a" | repeat 3 }} {{ indent 2 "a\nb" }}`,
 		`{{ regexReplaceAll "(b)" .s "${1}$1" }} {{ replace " " "-" .s }} {{ uniq (list 1 1 2) }} {{ without .l "x" }} {{ trimAll "a" "aba" }} {{ wrapWith 1 "|" "ab cd" }}`,
+		`{{ splitn "," 100 "a,b,c" }} {{ splitn "" 2 "éa" }} {{ regexFindAll "[0-9]+" "a1b22c333" -1 }} {{ regexFindAll "" "ab" 1 }} {{ mustRegexSplit "," "a,b,c" 2 }} {{ regexSplit "" "abc" -1 }}`,
 	} {
 		plain, err := template.New("patch").Funcs(sprig.HermeticTxtFuncMap()).Parse(text)
 		if err != nil {
@@ -167,23 +170,23 @@ func TestBoundsStopTemplates(t *testing.T) {
 		want       string
 	}{
 		{name: "10^10 iterations: until 100000 is refused before the first", text: `{{range $i := until 100000}}{{range $j := until 100000}}{{end}}{{end}}`,
-			want: "until would build more than 10000 elements"},
+			want: "until would build 100000 elements; the bound is 10000"},
 		{name: "10^12 iterations of until 10000: stopped by the tick", text: `{{range $i := until 10000}}{{range $j := until 10000}}{{range $k := until 10000}}{{end}}{{end}}{{end}}`,
 			want: "the template ran past 100000 iterations"},
 		{name: "ranging over an integer", text: `{{range 10000000000}}{{end}}`, want: "the template ran past 100000 iterations"},
 		{name: "a cancelled context, at the first tick", ctx: cancelled, text: `{{range $i := until 100000}}{{range $j := until 100000}}{{end}}{{end}}`,
 			want: "context canceled after 0 iterations"},
-		{name: "until 10000000000", text: `{{until 10000000000}}`, want: "until would build more than 10000 elements"},
-		{name: "untilStep near the largest int, whose loop overflows", text: `{{untilStep 9223372036854775800 9223372036854775807 100}}`, want: "untilStep would build more than 10000 elements"},
-		{name: "seq", text: `{{seq 1 1000000000}}`, want: "seq would build more than 10000 elements"},
-		{name: `repeat 1000000000 "x"`, text: `{{repeat 1000000000 "x"}}`, want: "repeat would build more than 1048576 bytes"},
-		{name: "indent", text: `{{indent 1000000000 "x"}}`, want: "indent would build more than 1048576 bytes"},
-		{name: "replace around every rune", text: `{{replace "" (repeat 2000 "y") (repeat 2000 "x")}}`, want: "replace would build more than 1048576 bytes"},
-		{name: "printf printing an argument again per verb", text: `{{printf (repeat 2000 "%[1]s") (repeat 1000 "x")}}`, want: "printf would build more than 1048576 bytes"},
-		{name: "uniq comparing every pair", text: `{{uniq (until 10000)}}`, want: "uniq would take more than 4194304 steps"},
+		{name: "until 10000000000", text: `{{until 10000000000}}`, want: "until would build 10000000000 elements; the bound is 10000"},
+		{name: "untilStep near the largest int, whose loop overflows", text: `{{untilStep 9223372036854775800 9223372036854775807 100}}`, want: "untilStep would build over 2^53 elements; the bound is 10000"},
+		{name: "seq", text: `{{seq 1 1000000000}}`, want: "seq would build 1000000000 elements; the bound is 10000"},
+		{name: `repeat 1000000000 "x"`, text: `{{repeat 1000000000 "x"}}`, want: "repeat would build up to 1000000000 bytes; the bound is 1048576"},
+		{name: "indent", text: `{{indent 1000000000 "x"}}`, want: "indent would build up to 1000000002 bytes; the bound is 1048576"},
+		{name: "replace around every rune", text: `{{replace "" (repeat 2000 "y") (repeat 2000 "x")}}`, want: "replace would build up to 4004000 bytes; the bound is 1048576"},
+		{name: "printf printing an argument again per verb", text: `{{printf (repeat 2000 "%[1]s") (repeat 1000 "x")}}`, want: "printf would build up to 10492000 bytes; the bound is 1048576"},
+		{name: "uniq comparing every pair", text: `{{uniq (until 10000)}}`, want: "uniq would take 50000000 steps; the bound is 4194304"},
 		{name: "output over the size bound", text: `{{range until 2000}}{{repeat 1000 "x"}}{{end}}`, want: "the template wrote more than 1048576 bytes"},
 		{name: "a string doubled in a loop", text: `{{$s := "x"}}{{range until 40}}{{$s = cat $s $s}}{{end}}`, want: "are over 1048576 bytes"},
-		{name: "values kept in variables", text: `{{range until 100}}{{$_ := repeat 1000000 "x"}}{{end}}`, want: "template functions built more than 67108864 bytes"},
+		{name: "values kept in variables", text: `{{range until 100}}{{$_ := repeat 1000000 "x"}}{{end}}`, want: "template functions and decoded values took more than 8388608 bytes"},
 		{name: "a map that contains itself, which fmt would print until the stack overflows", text: `{{$d := dict}}{{$_ := set $d "a" $d}}{{$d}}`,
 			want: "set built a value over 1048576 bytes"},
 		{name: "a self-recursive define", text: `{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}`, want: "{{template}} calls nested deeper than 100"},
@@ -263,5 +266,106 @@ func TestTheDeadlineIsTheCallersContext(t *testing.T) {
 	_, err := DesiredInfraCluster(ctx, cc, tmpl, cluster(nil))
 	if !errors.Is(err, ErrBounded) || !errors.Is(err, callerDeadline) || !strings.Contains(err.Error(), "stopped: the admission request's deadline after ") {
 		t.Fatalf("err = %v, want ErrBounded by the caller's deadline", err)
+	}
+}
+
+func TestDecodingAndPatchingAreBounded(t *testing.T) {
+	zeros := func(n int) string { return "[" + strings.Repeat("0,", n) + "0]" }
+	// 10 levels of 10 aliases: 10^10 values from 300 bytes.
+	bomb := "a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n"
+	for i := 1; i < 10; i++ {
+		bomb += fmt.Sprintf("a%d: &a%d [%s]\n", i, i, strings.Repeat(fmt.Sprintf("*a%d,", i-1), 9)+fmt.Sprintf("*a%d", i-1))
+	}
+	mtu := func(jp clusterv1.JSONPatch) clusterv1.JSONPatch {
+		jp.Path = "/spec/template/spec/networkMTU"
+		return jp
+	}
+	same := func(n int, jp clusterv1.JSONPatch) clusterv1.ClusterClassPatch {
+		p := patch("many", "", jp)
+		p.Definitions[0].JSONPatches = slices.Repeat(p.Definitions[0].JSONPatches, n)
+		return p
+	}
+	otherKind := patch("other", `{{range 10000000000}}{{end}}`, templated("/spec/template/spec/x", "1"))
+	otherKind.Definitions[0].Selector.Kind = "KubeadmControlPlaneTemplate"
+	for _, tc := range []struct {
+		name    string
+		patch   clusterv1.ClusterClassPatch
+		vars    map[string]string
+		want    string
+		bounded bool
+	}{
+		{name: "a YAML alias bomb", patch: patch("x", "", templated("/spec/template/spec/tags", bomb)),
+			want: `patch "x" valueFrom.template (add /spec/template/spec/tags): stopped: the template's YAML has an alias (*name)`, bounded: true},
+		{name: "YAML of 2 bytes a value", patch: patch("x", "", templated("/spec/template/spec/tags", `{{repeat 100000 "0,"}}0`)),
+			want: `stopped: the template's YAML may decode to 200001 values, more than 10000`, bounded: true},
+		{name: "a Cluster variable of 2 bytes a value", patch: patch("x", "", templated("/spec/template/spec/tags", "[]")),
+			vars: map[string]string{"net": zeros(100000)},
+			want: `spec.topology.variables[net]: stopped: the value may decode to 200003 values, more than 10000`, bounded: true},
+		{name: "a literal value of 2 bytes a value", patch: patch("x", "", clusterv1.JSONPatch{Op: "add", Path: "/spec/template/spec/tags", Value: raw(zeros(100000))}),
+			want: `patch "x" value (add /spec/template/spec/tags): stopped: the value may decode to 200003 values`, bounded: true},
+		{name: "decoded values count with what functions build", patch: patch("x", "", templated("/spec/template/spec/tags", "[]")),
+			vars: map[string]string{"net": `"` + strings.Repeat("x", 5<<20) + `"`, "nodeCIDR": `"` + strings.Repeat("x", 5<<20) + `"`},
+			want: `stopped: template functions and decoded values took more than 8388608 bytes`, bounded: true},
+		{name: "a variable every operation repeats", patch: same(20, mtu(clusterv1.JSONPatch{Op: "add", ValueFrom: &clusterv1.JSONPatchValue{Variable: "net"}})),
+			vars: map[string]string{"net": `"` + strings.Repeat("x", 100_000) + `"`},
+			want: `stopped: with patch "many" (add /spec/template/spec/networkMTU), the OpenStackClusterTemplate may be over 1572864 bytes of JSON`, bounded: true},
+		{name: "more operations than the bound", patch: same(1001, mtu(clusterv1.JSONPatch{Op: "add", Value: raw("1")})),
+			want: `stopped: the class's patches have more than 1000 operations on the OpenStackClusterTemplate`, bounded: true},
+		{name: "an op CAPI does not have, which repeats the document", patch: patch("x", "", clusterv1.JSONPatch{Op: "copy", Path: "/spec/template/spec/x"}),
+			want: `patch "x" (copy /spec/template/spec/x): CAPI allows the ops add, replace and remove, and paths of at most 512 bytes`},
+		{name: "a template over CAPI's bound", patch: patch("x", "", templated("/spec/template/spec/tags", strings.Repeat("{{.}}", 2049))),
+			want: `stopped: the template is 10245 bytes, more than 10240`, bounded: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc, tmpl := class(tc.patch)
+			_, err := DesiredInfraCluster(context.Background(), cc, tmpl, cluster(tc.vars))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrBounded) != tc.bounded {
+				t.Errorf("err = %.300v (bounded: %t), want %q (bounded: %t)", err, errors.Is(err, ErrBounded), tc.want, tc.bounded)
+			}
+		})
+	}
+	t.Run("a patch with nothing for the OpenStackClusterTemplate is not rendered", func(t *testing.T) {
+		cc, tmpl := class(otherKind)
+		if _, err := DesiredInfraCluster(context.Background(), cc, tmpl, cluster(nil)); err != nil {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+func TestAtMostMaxConcurrentEvaluationsRun(t *testing.T) {
+	for range MaxConcurrentEvaluations { // as evaluations under way would
+		running <- struct{}{}
+	}
+	defer func() {
+		for len(running) > 0 {
+			<-running
+		}
+	}()
+	cc, tmpl := class(patch("mtu", "", clusterv1.JSONPatch{Op: "add", Path: "/spec/template/spec/networkMTU", Value: raw(`1400`)}))
+
+	callerDeadline := errors.New("the admission request's deadline")
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, callerDeadline)
+	defer cancel()
+	_, err := DesiredInfraCluster(ctx, cc, tmpl, cluster(nil))
+	if !errors.Is(err, ErrBounded) || !errors.Is(err, callerDeadline) ||
+		!strings.Contains(err.Error(), "stopped: the admission request's deadline while waiting: 2 evaluations were running, the most at once") {
+		t.Errorf("with the caller's deadline: err = %v", err)
+	}
+
+	defer func(wait time.Duration) { queueWait = wait }(queueWait)
+	queueWait = 50 * time.Millisecond
+	start := time.Now()
+	_, err = DesiredInfraCluster(context.Background(), cc, tmpl, cluster(nil))
+	if !errors.Is(err, ErrBounded) || !strings.Contains(err.Error(), "stopped: 2 evaluations were running, the most at once, and none ended within 50ms") {
+		t.Errorf("without a deadline: err = %v", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond || waited > time.Second {
+		t.Errorf("waited %s, want 50ms", waited)
+	}
+
+	queueWait = 2 * time.Second
+	time.AfterFunc(20*time.Millisecond, func() { <-running })
+	if spec, err := DesiredInfraCluster(context.Background(), cc, tmpl, cluster(nil)); err != nil || *spec.NetworkMTU != 1400 {
+		t.Errorf("once one ended: %v, %v", spec.NetworkMTU, err)
 	}
 }
