@@ -43,6 +43,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/version"
+	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
 )
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	pflag.DurationVar(&opts.ReconcileTimeout, "reconcile-timeout", manager.DefaultReconcileTimeout, "Deadline of one reconcile, every OpenStack call in it included; a slow cloud gives up and retries later.")
 	pflag.StringVar(&opts.CredentialWebhookConfiguration, "credential-webhook-configuration", manager.DefaultCredentialWebhookConfiguration, "ValidatingWebhookConfiguration whose credential webhook the extension scopes to the namespaces where clusters use a shared network.")
 	pflag.StringVar(&opts.DeletionExtensionConfig, "deletion-extension-config", manager.DefaultDeletionExtensionConfig, "ExtensionConfig of BeforeClusterDelete, which the extension scopes to the namespaces with attachments.")
+	pflag.StringSliceVar(&opts.CAPIManagers, "capi-manager-user", []string{webhooks.DefaultCAPIManager}, "Users CAPI's managers run as: only they (and system:masters) may set CAPI's ok-to-delete annotation on a Cluster that uses a shared network.")
 	pflag.DurationVar(&opts.SyncPeriod, "sync-period", 10*time.Minute, "How often the cache relists every object it watches.")
 	kubeAPIQPS := pflag.Float32("kube-api-qps", 20, "Maximum queries per second from the manager to the Kubernetes API server.")
 	kubeAPIBurst := pflag.Int("kube-api-burst", 30, "Maximum burst of queries from the manager to the Kubernetes API server.")

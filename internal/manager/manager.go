@@ -118,6 +118,10 @@ type Options struct {
 	// BeforeClusterDelete; the manager scopes it to the namespaces with
 	// attachments. DefaultDeletionExtensionConfig when empty.
 	DeletionExtensionConfig string
+	// CAPIManagers are the users CAPI's managers run as: only they (and
+	// system:masters) may set CAPI's ok-to-delete annotation on a Cluster
+	// that uses a shared network; webhooks.DefaultCAPIManager when empty.
+	CAPIManagers []string
 }
 
 // ScopedConfigurations is how the cache reads the two cluster-wide
@@ -348,7 +352,7 @@ func (m *Manager) SetupHooks() error {
 // SetupWebhooks registers the admission webhooks: Clusters and the deletion
 // of a cluster's credential Secret.
 func (m *Manager) SetupWebhooks() error {
-	m.Server.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(m.Preflight, m.GetScheme()))
+	m.Server.Register(webhooks.ClusterPath, webhooks.NewClusterWebhook(m.Preflight, m.GetScheme(), m.opts.CAPIManagers...))
 	m.Server.Register(webhooks.CredentialPath, webhooks.NewCredentialWebhook(m.GetClient(), m.Credentials, m.opts.WatchNamespace))
 	m.Server.Register(webhooks.MachineDeploymentPath, webhooks.NewMachineDeploymentWebhook(m.GetAPIReader(), m.GetScheme()))
 	return nil

@@ -23,16 +23,21 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 )
 
 // ClusterPath is where the Cluster admission webhook is served.
@@ -49,11 +54,15 @@ const decisionBudget = 8 * time.Second
 type ClusterValidator struct {
 	Checker *preflight.Checker
 	Decoder admission.Decoder
+	// CAPIManagers are the users CAPI's managers run as (--capi-manager-user):
+	// only they may set CAPI's ok-to-delete annotation on a Cluster that uses
+	// a shared network; DefaultCAPIManager when empty.
+	CAPIManagers []string
 }
 
 // NewClusterWebhook returns the webhook to register at ClusterPath.
-func NewClusterWebhook(checker *preflight.Checker, scheme *runtime.Scheme) *admission.Webhook {
-	return &admission.Webhook{Handler: &ClusterValidator{Checker: checker, Decoder: admission.NewDecoder(scheme)}}
+func NewClusterWebhook(checker *preflight.Checker, scheme *runtime.Scheme, capiManagers ...string) *admission.Webhook {
+	return &admission.Webhook{Handler: &ClusterValidator{Checker: checker, Decoder: admission.NewDecoder(scheme), CAPIManagers: capiManagers}}
 }
 
 // Handle implements admission.Handler.
@@ -71,10 +80,52 @@ func (v *ClusterValidator) Handle(ctx context.Context, req admission.Request) ad
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
+	if msg := v.keepsDeletionHook(req.UserInfo, old, cluster); msg != "" {
+		return admission.Denied(msg)
+	}
 	ctx, cancel := context.WithTimeout(ctx, decisionBudget)
 	defer cancel()
 	if refusal := v.Checker.Admission(ctx, old, cluster); len(refusal) > 0 {
 		return admission.Denied(refusal.Error())
 	}
 	return admission.Allowed("")
+}
+
+// DefaultCAPIManager is the user CAPI's manager runs as when clusterctl
+// installs it (ServiceAccount capi-manager in capi-system).
+const DefaultCAPIManager = "system:serviceaccount:capi-system:capi-manager"
+
+// keepsDeletionHook refuses CAPI's ok-to-delete annotation from anyone but
+// CAPI (or system:masters) on a Cluster that uses a shared network: CAPI
+// skips BeforeClusterDelete for a Cluster that carries it, and with the hook
+// go the deletion of the cluster's load balancers on the shared subnet and
+// the unshare. CAPI sets it only once the hook has answered, on a Cluster
+// being deleted. An annotation already there when the Cluster starts to use
+// a shared network is refused too: nobody can say who set it.
+func (v *ClusterValidator) keepsDeletionHook(user authenticationv1.UserInfo, old, cluster *clusterv1.Cluster) string {
+	_, has := cluster.Annotations[runtimev1.OkToDeleteAnnotation]
+	if !has || !usesSharedNetwork(cluster) {
+		return ""
+	}
+	_, had := old.Annotations[runtimev1.OkToDeleteAnnotation]
+	if had && usesSharedNetwork(old) {
+		return "" // admitted with it before (CAPI set it during the deletion)
+	}
+	managers := v.CAPIManagers
+	if len(managers) == 0 {
+		managers = []string{DefaultCAPIManager}
+	}
+	if slices.Contains(managers, user.Username) || slices.Contains(user.Groups, "system:masters") {
+		return ""
+	}
+	return fmt.Sprintf("metadata.annotations[%s] is set by CAPI once the BeforeClusterDelete hooks have answered; on Cluster %s, which uses a shared network, "+
+		"it would skip the hook that deletes the cluster's load balancers on the shared subnet and stops sharing the network. Remove the annotation: "+
+		"deleting the Cluster calls the hook, which does both", runtimev1.OkToDeleteAnnotation, cluster.Name)
+}
+
+// usesSharedNetwork says whether a nodegroup of c sets sharedNetwork (an
+// unreadable value counts: it may).
+func usesSharedNetwork(c *clusterv1.Cluster) bool {
+	values, err := variables.Nodegroups(c)
+	return err != nil || len(values) > 0
 }

@@ -25,6 +25,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,7 @@ import (
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
@@ -325,5 +327,57 @@ func TestTheWebhookDecidesEveryPath(t *testing.T) {
 		now.Spec.Topology.Workers.MachineDeployments[1].Replicas = ptr.To[int32](40) // md-b is not attached
 		g.Expect(f.decide(t, old, now).Allowed).To(BeTrue())
 		g.Expect(f.cloud.Calls).To(BeEmpty())
+	})
+}
+
+// CAPI skips BeforeClusterDelete for a Cluster carrying its ok-to-delete
+// annotation: on a Cluster that uses a shared network only CAPI (and
+// system:masters) may set it, or the deletion would leave the cluster's
+// load balancers on the shared subnet and the share behind.
+func TestOnlyCAPIMaySkipTheDeletionHookOfAClusterOnASharedNetwork(t *testing.T) {
+	cluster := func(attached, okToDelete bool) *clusterv1.Cluster {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", Annotations: map[string]string{}}, Spec: clusterv1.ClusterSpec{
+			Topology: clusterv1.Topology{Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{Class: "w", Name: "md-a"}}}}}}
+		if attached {
+			variables.SetOverride(c, "md-a", []byte(`{"name":"vm"}`))
+		}
+		if okToDelete {
+			c.Annotations[runtimev1.OkToDeleteAnnotation] = ""
+		}
+		return c
+	}
+	tenant := authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}}
+	capi := authenticationv1.UserInfo{Username: DefaultCAPIManager}
+	masters := authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
+	v := &ClusterValidator{}
+	for _, tc := range []struct {
+		name     string
+		user     authenticationv1.UserInfo
+		old, now *clusterv1.Cluster
+		refused  bool
+	}{
+		{"a tenant sets it on an attached Cluster", tenant, cluster(true, false), cluster(true, true), true},
+		{"a tenant creates an attached Cluster with it", tenant, &clusterv1.Cluster{}, cluster(true, true), true},
+		{"a tenant attaches a Cluster that carries it", tenant, cluster(false, true), cluster(true, true), true},
+		{"CAPI sets it once the hook answered", capi, cluster(true, false), cluster(true, true), false},
+		{"system:masters (clusterctl move, break-glass)", masters, cluster(true, false), cluster(true, true), false},
+		{"kept as CAPI set it, on a later update", tenant, cluster(true, true), cluster(true, true), false},
+		{"a Cluster on no shared network", tenant, cluster(false, false), cluster(false, true), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			msg := v.keepsDeletionHook(tc.user, tc.old, tc.now)
+			if !tc.refused {
+				g.Expect(msg).To(BeEmpty())
+				return
+			}
+			g.Expect(msg).To(And(ContainSubstring("metadata.annotations[runtime.cluster.x-k8s.io/ok-to-delete]"), ContainSubstring("Remove the annotation")))
+		})
+	}
+	t.Run("other CAPI users can be named (--capi-manager-user)", func(t *testing.T) {
+		g := NewWithT(t)
+		named := &ClusterValidator{CAPIManagers: []string{"system:serviceaccount:capi:manager"}}
+		g.Expect(named.keepsDeletionHook(authenticationv1.UserInfo{Username: "system:serviceaccount:capi:manager"}, cluster(true, false), cluster(true, true))).To(BeEmpty())
+		g.Expect(named.keepsDeletionHook(capi, cluster(true, false), cluster(true, true))).NotTo(BeEmpty())
 	})
 }
