@@ -62,7 +62,7 @@ func (r *AttachmentReconciler) detach(ctx context.Context, cluster *clusterv1.Cl
 		}
 	}
 	if err := r.unshare(ctx, cluster, sn, a); err != nil {
-		r.observeLoadBalancers(ctx, cluster, a)
+		r.observeLoadBalancers(ctx, cluster, sn, a)
 		r.unshareRefused(cluster, a, err)
 		return reconcile.Result{RequeueAfter: pollRollout}, nil
 	}

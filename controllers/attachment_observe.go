@@ -73,7 +73,7 @@ func (r *AttachmentReconciler) observeRollout(ctx context.Context, s *nodegroupS
 		a.Status.SubnetLoadBalancerAddresses = facts.LoadBalancerAddresses
 	}
 	if !ok || last != refreshed || becomingAttached {
-		r.observeLoadBalancers(ctx, cluster, a)
+		r.observeLoadBalancers(ctx, cluster, s.sn, a)
 		r.observeCloudFits(ctx, s)
 		r.observeProject(ctx, s)
 		r.observed.Store(a.UID, refreshed)
@@ -154,13 +154,14 @@ func (r *AttachmentReconciler) observeProject(ctx context.Context, s *nodegroupS
 // observeLoadBalancers lists this cluster's LBs on the subnet (the detach
 // rule and the cluster owner both need them) and those nobody can be
 // attributed to; other clusters' LBs on the same subnet are not listed. A
-// failed look keeps the last known list (a failure is not "none") and is
-// logged.
-func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, a *sharednetv1.SharedNetworkAttachment) {
+// cluster whose credential is not of sn's cloud is asked nothing. A failed
+// look keeps the last known list (a failure is not "none") and is logged.
+func (r *AttachmentReconciler) observeLoadBalancers(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) {
 	if cluster == nil {
 		return
 	}
-	cloud, _, err := credentials.In(ctx, r.Credentials).ForCluster(ctx, cluster)
+	// Octavia's URL comes from the cluster's catalog: asked only on the VM project's cloud.
+	cloud, err := credentials.ClusterOnCloudOf(ctx, credentials.In(ctx, r.Credentials), cluster, sn)
 	if err == nil {
 		var found ccm.Attributed
 		if found, err = ccm.LoadBalancersOn(ctx, cloud, cluster, a.Spec.Subnet); err == nil {

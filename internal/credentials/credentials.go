@@ -162,6 +162,41 @@ func SameCloud(cluster, vm openstack.Identity) error {
 	return nil
 }
 
+// ClusterOnCloudOf opens the cluster's project only when its credential
+// authenticates at sn's Keystone and region: the URLs its catalog gives
+// (Octavia, Neutron) then come from the administrator's Keystone, never
+// from one the tenant runs, before the extension sends them anything. A
+// *ForeignKeystoneError when not; an error opening the VM project's cloud
+// is wrapped in CannotVouchError (its text is not the tenant's to read).
+func ClusterOnCloudOf(ctx context.Context, clouds Clouds, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork) (openstack.ClusterCloud, error) {
+	cloud, _, err := clouds.ForCluster(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := clouds.ForSharedNetwork(ctx, sn)
+	if err != nil {
+		return nil, &CannotVouchError{SharedNetwork: sn.Name, Err: err}
+	}
+	if err := SameCloud(cloud, vm); err != nil {
+		return nil, err
+	}
+	return cloud, nil
+}
+
+// CannotVouchError: the SharedNetwork's cloud could not be opened to compare
+// the cluster's with it. Error() names only the SharedNetwork; Err (the VM
+// project's answer) is for the administrator's logs.
+type CannotVouchError struct {
+	SharedNetwork string
+	Err           error
+}
+
+func (e *CannotVouchError) Error() string {
+	return fmt.Sprintf("cannot verify the cluster's cloud with SharedNetwork %s's right now", e.SharedNetwork)
+}
+
+func (e *CannotVouchError) Unwrap() error { return e.Err }
+
 // ForeignKeystoneError refuses a share: the cluster's credential does not
 // belong to the SharedNetwork's cloud, or its Keystone does not vouch for the
 // project it claims. Its text names only the cluster's own side.

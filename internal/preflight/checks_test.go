@@ -17,12 +17,14 @@ limitations under the License.
 package preflight
 
 import (
+	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -84,4 +86,33 @@ func TestAdmissionRefusesAClusterOfAnotherKeystone(t *testing.T) {
 			ContainSubstring("http://127.0.0.1:35357/, another Keystone"), ContainSubstring("fix the cluster's clouds.yaml"))))
 		g.Expect(err.Error()).NotTo(ContainSubstring(fakecloud.DefaultKeystone), "the VM project's Keystone is not shown")
 	})
+}
+
+// The detach asks the cluster's Octavia whether load balancers remain, at
+// the URL its catalog gives: only once its Keystone is the shared network's.
+// A Keystone of the tenant's own would name any Octavia, whose "none" would
+// admit the detach (and the unshare) with load balancers still on the subnet.
+func TestTheDetachAsksOnlyTheSharedNetworksCloud(t *testing.T) {
+	for name, tc := range map[string]struct {
+		project *fakecloud.Project
+		want    string
+	}{
+		"the shared network's own cloud: its load balancer is named":  {&fakecloud.Project{ID: "cluster-project"}, rules.RuleDetach + ":"},
+		"a Keystone of the tenant's own: refused, its Octavia unasked": {&fakecloud.Project{ID: "cluster-project", KeystoneURL: "http://127.0.0.1:35357/"}, rules.RuleSameCloud + ":"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			c, cluster := checker(t, tc.project)
+			attachment := &sharednetv1.SharedNetworkAttachment{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: sharednetv1.AttachmentName("demo", "md-a"),
+				Labels: map[string]string{clusterv1.ClusterNameLabel: "demo"}},
+				Spec: sharednetv1.SharedNetworkAttachmentSpec{ClusterName: "demo", MachineDeploymentTopology: "md-a", SharedNetwork: "vm", Subnet: "subnet-1"}}
+			g.Expect(c.Reader.(client.Client).Create(context.Background(), attachment)).To(Succeed())
+			tc.project.Cloud.AddLoadBalancer("subnet-1", "kube_service_team-a.demo_default_web")
+			err := ask(c, Detach, cluster)
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+			if tc.project.KeystoneURL != "" {
+				g.Expect(tc.project.Cloud.Calls).NotTo(HaveKey("OnSubnet"), "a catalog of the tenant's choosing is sent no request")
+			}
+		})
+	}
 }

@@ -547,8 +547,19 @@ func (c *Checker) loadBalancers(ctx context.Context, g *gathering) (bool, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
 	defer cancel()
-	cloud, _, err := c.openCluster(ctx, g)
-	if err != nil {
+	sn := &sharednetv1.SharedNetwork{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: attachment.Spec.SharedNetwork}, sn); err != nil {
+		return false, fmt.Errorf("reading SharedNetwork %s: %w", attachment.Spec.SharedNetwork, err)
+	}
+	// Octavia's URL comes from the cluster's catalog: asked only on the VM
+	// project's cloud (a tenant's own Keystone names any URL).
+	cloud, err := credentials.ClusterOnCloudOf(ctx, credentials.In(ctx, c.Cloud), cluster, sn)
+	var foreign *credentials.ForeignKeystoneError
+	switch {
+	case errors.As(err, &foreign):
+		g.n.ForeignCloud = foreign.Error()
+		return false, nil
+	case err != nil:
 		g.n.CannotAsk = fmt.Sprintf("cannot ask the cluster's OpenStack project, so the detach cannot be checked; nothing was changed, retry when it answers: %v", err)
 		return false, nil
 	}

@@ -174,6 +174,10 @@ func (n Nodegroup) evaluate(version string) []*Violation {
 		if n.CannotAsk != "" {
 			return some(cannot(n.CannotAsk))
 		}
+		if n.ForeignCloud != "" {
+			// Another cloud's Octavia would say anything: its "none" is not believed.
+			return some(&Violation{Rule: RuleSameCloud, Field: "OpenStackCluster spec.identityRef", Message: n.ForeignCloud})
+		}
 		return some(Detach(n.DetachSubnet, n.LoadBalancers))
 	}
 	var out []*Violation

@@ -124,6 +124,9 @@ func TestEvaluateJudgesEveryFactOnce(t *testing.T) {
 		{name: "detach when the cluster's load balancers cannot be listed: refused, not admitted unchecked",
 			facts: Facts{Nodegroups: []Nodegroup{{Name: "md-b", Check: CheckDetach, DetachSubnet: "sub-1", CannotAsk: "Octavia did not answer"}}},
 			want:  []string{"md-b/" + RuleCannotVerify}},
+		{name: "detach of a cluster whose credential is of another cloud: its Octavia's answer is not believed",
+			facts: Facts{Nodegroups: []Nodegroup{{Name: "md-b", Check: CheckDetach, DetachSubnet: "sub-1", ForeignCloud: "it authenticates at another Keystone"}}},
+			want:  []string{"md-b/" + RuleSameCloud}},
 		{name: "a version change of a cluster with attached nodegroups",
 			facts: Facts{Version: "v1.34.2", AttachedWhileVersionChanges: []string{"md-a", "md-b"}}, want: []string{"/" + RuleVersion}},
 	}
