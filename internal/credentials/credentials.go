@@ -183,7 +183,7 @@ func ClusterOnCloudOf(ctx context.Context, clouds Clouds, cluster *clusterv1.Clu
 	return cloud, nil
 }
 
-// CannotVouchError: the SharedNetwork's cloud could not be opened to compare
+// CannotVouchError says the SharedNetwork's cloud could not be opened to compare
 // the cluster's with it. Error() names only the SharedNetwork; Err (the VM
 // project's answer) is for the administrator's logs.
 type CannotVouchError struct {

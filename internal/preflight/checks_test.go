@@ -97,7 +97,7 @@ func TestTheDetachAsksOnlyTheSharedNetworksCloud(t *testing.T) {
 		project *fakecloud.Project
 		want    string
 	}{
-		"the shared network's own cloud: its load balancer is named":  {&fakecloud.Project{ID: "cluster-project"}, rules.RuleDetach + ":"},
+		"the shared network's own cloud: its load balancer is named":   {&fakecloud.Project{ID: "cluster-project"}, rules.RuleDetach + ":"},
 		"a Keystone of the tenant's own: refused, its Octavia unasked": {&fakecloud.Project{ID: "cluster-project", KeystoneURL: "http://127.0.0.1:35357/"}, rules.RuleSameCloud + ":"},
 	} {
 		t.Run(name, func(t *testing.T) {
