@@ -36,6 +36,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/ccm"
+	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -110,15 +111,22 @@ func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.C
 	// Inside the hook's own 30 s: a slow cloud is a retry, not a failed call.
 	ctx, cancel := context.WithTimeout(ctx, cloudTimeout)
 	defer cancel()
-	cloud, _, err := h.Credentials.ForCluster(ctx, cluster)
-	if err != nil {
-		return nil, nil, fmt.Errorf("its OpenStack project cannot be reached: %w", err)
-	}
+	var cloud openstack.ClusterCloud
 	var subnets []string
 	for _, a := range attachments {
-		if !slices.Contains(subnets, a.Spec.Subnet) {
-			subnets = append(subnets, a.Spec.Subnet)
+		if slices.Contains(subnets, a.Spec.Subnet) {
+			continue
 		}
+		// Octavia's URL comes from the cluster's catalog: used only on the
+		// cloud of each shared network (a tenant's own Keystone names any URL).
+		sn := &sharednetv1.SharedNetwork{}
+		if err := h.Reader.Get(ctx, client.ObjectKey{Name: a.Spec.SharedNetwork}, sn); err != nil {
+			return nil, nil, fmt.Errorf("reading SharedNetwork %s: %w", a.Spec.SharedNetwork, err)
+		}
+		if cloud, err = credentials.ClusterOnCloudOf(ctx, credentials.In(ctx, h.Credentials), cluster, sn); err != nil {
+			return nil, nil, fmt.Errorf("its OpenStack project cannot be reached: %w", err)
+		}
+		subnets = append(subnets, a.Spec.Subnet)
 	}
 	return deleteOwnLoadBalancers(ctx, cloud, ccm.ClusterName(cluster.Namespace, cluster.Name), subnets)
 }

@@ -68,13 +68,14 @@ func newDeleteStory(t *testing.T, aBeingDeleted bool) *deleteStory {
 	project := &fakecloud.Project{Cloud: cloud, ID: "cluster-project"}
 	_, subnet := cloud.AddNetwork("vm-project", 1450, "172.16.5.0/24")
 	s := &deleteStory{cloud: cloud, recorder: record.NewFakeRecorder(10), deleted: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC),
-		clouds: &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{"team-a/demo": project, "team-b/demo": project}}}
+		clouds: &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{"team-a/demo": project, "team-b/demo": project},
+			SharedNetworks: map[string]*fakecloud.Project{"vm": {Cloud: cloud, ID: "vm-project"}}}}
 	nameA := ccm.LoadBalancerName(ccm.ClusterName("team-a", "demo"), "default", "web")
 	nameB := ccm.LoadBalancerName(ccm.ClusterName("team-b", "demo"), "default", "web")
 	s.lbA, s.lbB = cloud.AddLoadBalancer(subnet, nameA, nameA), cloud.AddLoadBalancer(subnet, nameB, nameB)
 	s.byHand = cloud.AddLoadBalancer(subnet, "my-own-lb")
 
-	var objs []client.Object
+	objs := []client.Object{&sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "vm"}}}
 	for _, ns := range []string{"team-a", "team-b"} {
 		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"}}
 		if ns == "team-a" && aBeingDeleted {
@@ -231,4 +232,20 @@ func TestBeforeClusterDeleteKeepsTheControllersConditions(t *testing.T) {
 	g.Expect(s.client.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "demo-md-a"}, a)).To(Succeed())
 	g.Expect(meta.FindStatusCondition(a.Status.Conditions, sharednetv1.DeletingCondition)).NotTo(BeNil(), "the controller's condition is kept")
 	g.Expect(meta.FindStatusCondition(a.Status.Conditions, sharednetv1.LoadBalancersRemovedCondition)).NotTo(BeNil(), "and the hook's is written")
+}
+
+// A cluster whose credential now names a Keystone of the tenant's own: its
+// catalog's Octavia is never asked (it could be any URL the tenant wants
+// the extension to call), nothing is deleted, and the deletion waits
+// saying why, as for an unreachable project.
+func TestBeforeClusterDeleteAsksOnlyTheSharedNetworksCloud(t *testing.T) {
+	g := NewWithT(t)
+	s := newDeleteStory(t, true)
+	s.clouds.Clusters["team-a/demo"] = &fakecloud.Project{Cloud: s.cloud, ID: "cluster-project", KeystoneURL: "http://127.0.0.1:35357/"}
+	resp := call(s.handlers(s.deleted.Add(time.Minute)), "team-a")
+	g.Expect(resp.Status).To(Equal(runtimehooksv1.ResponseStatusSuccess), resp.Message)
+	g.Expect(resp.RetryAfterSeconds).To(BeNumerically(">", 0))
+	g.Expect(resp.Message).To(And(ContainSubstring("cannot remove the cluster's load balancers on shared subnets yet"), ContainSubstring("another Keystone")))
+	g.Expect(s.cloud.Calls).NotTo(HaveKey(BeElementOf("OnSubnet", "DeleteCascade")), "a catalog of the tenant's choosing is sent no request")
+	g.Expect(s.cloud.LoadBalancerIDs()).To(ConsistOf(s.lbA, s.lbB, s.byHand))
 }
