@@ -72,9 +72,18 @@ type Checker struct {
 	// Rules judges the facts; rules.Evaluate when nil (tests count calls).
 	Rules func(rules.Facts) []*rules.Violation
 
+	// AdmissionsPerMinute and AdmissionBurst bound the admissions of one
+	// namespace that ask the clouds; DefaultAdmissionsPerMinute and
+	// DefaultAdmissionBurst when zero.
+	AdmissionsPerMinute, AdmissionBurst int
+
 	// admitted hands an admission's answers of the cluster's project to
 	// the share that follows it.
 	admitted admittedAnswers
+	// budgets bound what each namespace's admissions ask of the clouds,
+	// vouches reuse the VM project's Keystone's answers about a token.
+	budgets budgets
+	vouches vouches
 }
 
 // MaxFactAgeFor is the age of SharedNetwork facts a decision trusts when

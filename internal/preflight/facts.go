@@ -117,6 +117,22 @@ type gathering struct {
 	project string
 	waiting string
 	skipped bool
+	spent   bool // the namespace's budget paid for this question's cloud looks
+}
+
+// spend takes one look at the clouds (the cluster's project, or the VM
+// project's Neutron for stale facts) from the namespace's budget when an
+// admission asks; the controller's own questions follow what was admitted
+// and are not counted. Refused past the budget: cannot-verify.
+func (c *Checker) spend(g *gathering) string {
+	if g.spent || g.q.Ask != Attach && g.q.Ask != Grow && g.q.Ask != Detach {
+		return ""
+	}
+	g.spent = true
+	if err := c.budgets.take(g.q.Cluster.Namespace, c.AdmissionsPerMinute, c.AdmissionBurst, c.now()); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // gather runs the gatherers of q's facts in order.
@@ -192,6 +208,11 @@ func (c *Checker) network(ctx context.Context, g *gathering) (bool, error) {
 	status := &sn.Status
 	switch {
 	case g.facts&NetworkCurrent != 0:
+		if !c.fresh(sn) {
+			if g.n.CannotVerify = c.spend(g); g.n.CannotVerify != "" {
+				return false, nil
+			}
+		}
 		if status, g.n.CannotVerify = c.statusFor(ctx, sn); g.n.CannotVerify != "" {
 			return false, nil
 		}
@@ -279,6 +300,9 @@ func (c *Checker) clusterProject(ctx context.Context, g *gathering) (bool, error
 	if c.Cloud == nil || g.q.Cluster.Spec.InfrastructureRef.Name == "" {
 		return true, nil
 	}
+	if g.n.CannotAsk = c.spend(g); g.n.CannotAsk != "" {
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cloudTimeout())
 	defer cancel()
 	cloud, osc, err := c.openCluster(ctx, g)
@@ -358,7 +382,7 @@ func (c *Checker) askClusterProject(ctx context.Context, g *gathering, cloud ope
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		a.project, a.foreign, a.cannotVerify = c.vouch(ctx, sn, cloud, vm)
+		a.project, a.foreign, a.cannotVerify = c.vouch(ctx, sn, cloud, vm, g.q.Ask == Attach || g.q.Ask == Grow)
 	}()
 	go func() {
 		defer wg.Done()
@@ -452,7 +476,12 @@ func portQuotaFree(ctx context.Context, quota openstack.PortQuota) (*int, error)
 // cannotVerify why it could not be asked (the VM project's own errors are
 // the administrator's, reported in the SharedNetwork's status, not the
 // cluster owner's).
-func (c *Checker) vouch(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.Identity, vm credentials.Voucher) (project, foreign, cannot string) {
+func (c *Checker) vouch(ctx context.Context, sn *sharednetv1.SharedNetwork, cluster openstack.Identity, vm credentials.Voucher, admission bool) (project, foreign, cannot string) {
+	if admission {
+		// A tenant's admissions (dry runs too) reuse the Keystone's answer
+		// about the same token for a minute; the share itself asks afresh.
+		vm = cachedVoucher{Voucher: vm, cache: &c.vouches, now: c.now()}
+	}
 	project, err := credentials.VerifiedProject(ctx, cluster, vm)
 	var other *credentials.ForeignKeystoneError
 	switch {
@@ -550,6 +579,9 @@ func (c *Checker) loadBalancers(ctx context.Context, g *gathering) (bool, error)
 	sn := &sharednetv1.SharedNetwork{}
 	if err := c.Reader.Get(ctx, client.ObjectKey{Name: attachment.Spec.SharedNetwork}, sn); err != nil {
 		return false, fmt.Errorf("reading SharedNetwork %s: %w", attachment.Spec.SharedNetwork, err)
+	}
+	if g.n.CannotAsk = c.spend(g); g.n.CannotAsk != "" {
+		return false, nil
 	}
 	// Octavia's URL comes from the cluster's catalog: asked only on the VM
 	// project's cloud (a tenant's own Keystone names any URL).

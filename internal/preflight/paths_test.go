@@ -37,6 +37,7 @@ import (
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/consumers"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/rules"
 	sharednetscheme "github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
@@ -429,25 +430,26 @@ func TestTheShareActsOnItsAdmissionsAnswersOnce(t *testing.T) {
 	g.Expect(asked()).To(Equal(6), "once: a second check before a share asks")
 
 	decide(Attach)
+	g.Expect(asked()).To(Equal(8), "a second admission within a minute reuses the Keystone's answer about the same token")
 	w.now = w.now.Add(16 * time.Second)
 	decide(BeforeShare)
-	g.Expect(asked()).To(Equal(12), "an admission older than 15 s: asked again")
+	g.Expect(asked()).To(Equal(11), "an admission older than 15 s: asked again")
 
 	decide(Attach)
 	clouds := c.Cloud.(*fakecloud.Clouds)
 	clouds.Clusters["team-a/demo"] = &fakecloud.Project{Cloud: w.cloud, ID: "cluster-project", OpenStackCluster: w.project.OpenStackCluster}
 	decide(BeforeShare)
-	g.Expect(asked()).To(Equal(18), "another session (the cluster's Secret changed): vouched for again")
+	g.Expect(asked()).To(Equal(16), "another session (the cluster's Secret changed): vouched for again")
 
 	// An admission before CAPO made the cluster network read no MTU: the
 	// share asks, for the network there is now.
 	network := w.project.OpenStackCluster.Status.Network
 	w.project.OpenStackCluster.Status.Network = nil
 	decide(Attach)
-	g.Expect(asked()).To(Equal(20), "the vouch and the quota; no network, no MTU")
+	g.Expect(asked()).To(Equal(17), "the quota (the vouch reused); no network, no MTU")
 	w.project.OpenStackCluster.Status.Network = network
 	decide(BeforeShare)
-	g.Expect(asked()).To(Equal(23), "the MTU was never read: asked, with the rest")
+	g.Expect(asked()).To(Equal(20), "the MTU was never read: asked, with the rest")
 
 	// Every rule still runs on reused answers: a subnet grown full since
 	// the admission refuses the share.
@@ -456,6 +458,43 @@ func TestTheShareActsOnItsAdmissionsAnswersOnce(t *testing.T) {
 	g.Expect(c.Reader.(client.Client).Update(context.Background(), w.sn)).To(Succeed())
 	refused, err := c.Decide(context.Background(), Question{Ask: BeforeShare, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(asked()).To(Equal(26), "the admission's answers reused")
+	g.Expect(asked()).To(Equal(22), "the admission's answers reused")
 	g.Expect(refused.Refusal.Error()).To(ContainSubstring("capacity:"))
+}
+
+// TestANamespacesAdmissionsAskTheCloudsWithinABudget: a tenant's admissions
+// (dry runs included) are what make the VM project's Keystone validate
+// tokens and its Neutron answer. Repeated ones reuse the Keystone's answer
+// about the same token; past the namespace's budget an admission that would
+// ask is refused as cannot-verify (never admitted unchecked), and the budget
+// refills with time. Other namespaces have their own.
+func TestANamespacesAdmissionsAskTheCloudsWithinABudget(t *testing.T) {
+	g := NewWithT(t)
+	w := newWorld(t)
+	w.running(1450)
+	c := w.checker()
+	c.AdmissionBurst, c.AdmissionsPerMinute = 5, 60
+	c.Now = func() time.Time { return w.now }
+	attach := func() rules.Refusal {
+		d, err := c.Decide(context.Background(), Question{Ask: Attach, Cluster: w.cluster, Nodegroup: "md-a", Value: value})
+		g.Expect(err).NotTo(HaveOccurred())
+		return d.Refusal
+	}
+	for range 5 {
+		g.Expect(attach()).To(BeEmpty())
+	}
+	g.Expect(w.cloud.Calls["ProjectOfToken"]).To(Equal(1), "one token validation for five admissions of the same session")
+	over := attach()
+	g.Expect(over.Error()).To(And(ContainSubstring(rules.RuleCannotVerify+":"), ContainSubstring("namespace team-a has asked the cloud for more admissions than its budget (5, then 60 a minute)"),
+		ContainSubstring("nothing was changed")))
+	g.Expect(w.cloud.Calls["Ports"]).To(Equal(5), "the refused one asked nothing")
+	w.now = w.now.Add(time.Second)
+	g.Expect(attach()).To(BeEmpty(), "the budget refills")
+
+	b := &budgets{}
+	for range 3 {
+		g.Expect(b.take("team-a", 60, 3, w.now)).To(Succeed())
+	}
+	g.Expect(b.take("team-a", 60, 3, w.now)).NotTo(Succeed())
+	g.Expect(b.take("team-b", 60, 3, w.now)).To(Succeed(), "another namespace has its own budget")
 }
