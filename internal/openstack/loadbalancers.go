@@ -42,18 +42,29 @@ type LoadBalancer struct {
 	Tags                  []string
 }
 
+// loadBalancer is what the extension reads of an Octavia load balancer
+// (see subnet).
+type loadBalancer struct {
+	ID                 string   `json:"id"`
+	Name               string   `json:"name"`
+	VipAddress         string   `json:"vip_address"`
+	VipSubnetID        string   `json:"vip_subnet_id"`
+	ProvisioningStatus string   `json:"provisioning_status"`
+	Tags               []string `json:"tags"`
+}
+
 // OnSubnet implements LoadBalancers.
 func (s *Session) OnSubnet(ctx context.Context, subnetID string) ([]LoadBalancer, error) {
 	if s.lb == nil {
 		return nil, fmt.Errorf("project %s: listing load balancers: %w", s.projectID, errNoLoadBalancer)
 	}
-	var all []loadbalancers.LoadBalancer
+	var all []loadBalancer
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := loadbalancers.List(s.lb, loadbalancers.ListOpts{VipSubnetID: subnetID, ProjectID: s.projectID}).AllPages(ctx)
+		query, err := loadbalancers.ListOpts{VipSubnetID: subnetID, ProjectID: s.projectID}.ToLoadBalancerListQuery()
 		if err != nil {
 			return err
 		}
-		all, err = loadbalancers.ExtractLoadBalancers(pages)
+		all, err = listAll[loadBalancer](ctx, s.lb, s.lb.ServiceURL("lbaas", "loadbalancers")+query, "loadbalancers")
 		return err
 	})
 	if err != nil {

@@ -81,6 +81,15 @@ func (t *countingTransport) add(urls map[string]string) {
 	if old := t.endpoints.Load(); old != nil {
 		out = append(out, *old...)
 	}
+	t.endpoints.Store(withEndpoints(out, urls))
+}
+
+// set records the service of each base URL, and forgets the others.
+func (t *countingTransport) set(urls map[string]string) {
+	t.endpoints.Store(withEndpoints(nil, urls))
+}
+
+func withEndpoints(out []endpoint, urls map[string]string) *[]endpoint {
 	for base, service := range urls {
 		if !services[service] {
 			service = ServiceOther
@@ -89,13 +98,17 @@ func (t *countingTransport) add(urls map[string]string) {
 			out = append(out, endpoint{prefix: p, service: service})
 		}
 	}
-	t.endpoints.Store(&out)
+	return &out
 }
 
-// addCatalog records every endpoint of a token's catalog.
+// addCatalog records the endpoints of a token's catalog of the services a
+// session uses (until it keeps those it chose: set).
 func (t *countingTransport) addCatalog(catalog *tokens.ServiceCatalog) {
 	urls := map[string]string{}
 	for _, entry := range catalog.Entries {
+		if entry.Type != ServiceNetwork && entry.Type != ServiceLoadBalancer {
+			continue
+		}
 		for _, e := range entry.Endpoints {
 			urls[e.URL] = entry.Type
 		}

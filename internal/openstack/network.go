@@ -128,13 +128,13 @@ func (s *Session) Network(ctx context.Context, networkID string) (Network, error
 
 // Subnets implements NetworkFacts.
 func (s *Session) Subnets(ctx context.Context, networkID string) ([]Subnet, error) {
-	var all []subnets.Subnet
+	var all []subnet
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := subnets.List(s.network, subnets.ListOpts{NetworkID: networkID}).AllPages(ctx)
+		query, err := subnets.ListOpts{NetworkID: networkID}.ToSubnetListQuery()
 		if err != nil {
 			return err
 		}
-		all, err = subnets.ExtractSubnets(pages)
+		all, err = listAll[subnet](ctx, s.network, s.network.ServiceURL("subnets")+query, "subnets")
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,21 @@ func (s *Session) Subnets(ctx context.Context, networkID string) ([]Subnet, erro
 	return out, nil
 }
 
-func subnetFacts(sn *subnets.Subnet) (Subnet, error) {
+// subnet is what the extension reads of a Neutron subnet. Lists are decoded
+// into such types, of the fields used only, rather than into gophercloud's:
+// each of those has its own decoder, which costs KiB an item, however
+// short (listAll).
+type subnet struct {
+	ID              string                   `json:"id"`
+	NetworkID       string                   `json:"network_id"`
+	CIDR            string                   `json:"cidr"`
+	IPVersion       int                      `json:"ip_version"`
+	GatewayIP       string                   `json:"gateway_ip"`
+	AllocationPools []subnets.AllocationPool `json:"allocation_pools"`
+	HostRoutes      []subnets.HostRoute      `json:"host_routes"`
+}
+
+func subnetFacts(sn *subnet) (Subnet, error) {
 	cidr, err := netip.ParsePrefix(sn.CIDR)
 	if err != nil {
 		return Subnet{}, fmt.Errorf("subnet %s: Neutron answered CIDR %q: %w", sn.ID, sn.CIDR, err)
@@ -206,22 +220,29 @@ func (s *Session) AddressesOnNetwork(ctx context.Context, networkID string) (map
 	return out, nil
 }
 
-// listPorts lists ports, retried; what names them in an error.
-func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what string) ([]ports.Port, error) {
-	return listPortsInto[ports.Port](ctx, s, opts, what)
+// port is what the extension reads of a Neutron port (see subnet).
+type port struct {
+	ID             string     `json:"id"`
+	Name           string     `json:"name"`
+	ProjectID      string     `json:"project_id"`
+	DeviceOwner    string     `json:"device_owner"`
+	FixedIPs       []ports.IP `json:"fixed_ips"`
+	SecurityGroups []string   `json:"security_groups"`
+	// PortSecurityEnabled is nil when Neutron does not say (no
+	// port-security extension: the port's groups filter it).
+	PortSecurityEnabled *bool `json:"port_security_enabled"`
 }
 
-// listPortsInto lists ports as T (ports.Port with the extensions' fields
-// the caller reads), retried; what names them in an error.
-func listPortsInto[T any](ctx context.Context, s *Session, opts ports.ListOpts, what string) ([]T, error) {
-	var all []T
+// listPorts lists ports, retried; what names them in an error.
+func (s *Session) listPorts(ctx context.Context, opts ports.ListOpts, what string) ([]port, error) {
+	var all []port
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := ports.List(s.network, opts).AllPages(ctx)
+		query, err := opts.ToPortListQuery()
 		if err != nil {
 			return err
 		}
-		all = nil
-		return ports.ExtractPortsInto(pages, &all)
+		all, err = listAll[port](ctx, s.network, s.network.ServiceURL("ports")+query, "ports")
+		return err
 	})
 	if err != nil {
 		return nil, s.wrap(err, "listing %s", what)

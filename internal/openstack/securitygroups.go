@@ -56,16 +56,22 @@ type Port struct {
 	PortSecurityDisabled bool
 }
 
-// IngressRule is one ingress security group rule.
+// IngressRule is one ingress security group rule, decoded from Neutron's
+// (its fields only, see subnet).
 type IngressRule struct {
-	ID, SecurityGroupID, Protocol string
+	ID              string `json:"id"`
+	SecurityGroupID string `json:"security_group_id"`
+	Protocol        string `json:"protocol"`
 	// EtherType is IPv4 or IPv6 (IPv4 when empty, Neutron's default).
-	EtherType string
+	EtherType string `json:"ethertype"`
 	// RemoteIPPrefix, RemoteGroupID and RemoteAddressGroupID say where the
 	// traffic it lets in comes from; from anywhere (of its ether type) when
 	// all are empty.
-	RemoteIPPrefix, RemoteGroupID, RemoteAddressGroupID string
-	PortRangeMin, PortRangeMax                          int
+	RemoteIPPrefix       string `json:"remote_ip_prefix"`
+	RemoteGroupID        string `json:"remote_group_id"`
+	RemoteAddressGroupID string `json:"remote_address_group_id"`
+	PortRangeMin         int    `json:"port_range_min"`
+	PortRangeMax         int    `json:"port_range_max"`
 }
 
 // Admits says whether the rule lets traffic from the whole of cidr in, on
@@ -157,20 +163,6 @@ func GroupsOf(ports []Port) []string {
 	return slices.Compact(out)
 }
 
-// portWithSecurity is a port with its port-security extension.
-// Gophercloud decodes each field of a struct that embeds ports.Port from
-// the whole port: the extension is a struct field, not a *bool.
-type portWithSecurity struct {
-	ports.Port
-	Security portSecurity
-}
-
-// portSecurity is nil when Neutron does not say (no port-security
-// extension: the port's groups filter it).
-type portSecurity struct {
-	PortSecurityEnabled *bool `json:"port_security_enabled"`
-}
-
 // PortsOnSubnets implements SecurityGroups: Neutron answers the ports with
 // a fixed IP on any of the subnets (its fixed_ips filters are one IN).
 func (s *Session) PortsOnSubnets(ctx context.Context, networkID string, subnetIDs []string) ([]Port, error) {
@@ -182,7 +174,7 @@ func (s *Session) PortsOnSubnets(ctx context.Context, networkID string, subnetID
 		opts.FixedIPs = append(opts.FixedIPs, ports.FixedIPOpts{SubnetID: id})
 	}
 	const what = "the project's ports on the shared subnets"
-	all, err := listPortsInto[portWithSecurity](ctx, s, opts, what)
+	all, err := s.listPorts(ctx, opts, what)
 	if err != nil {
 		return nil, s.notReadable(err, what)
 	}
@@ -194,7 +186,7 @@ func (s *Session) PortsOnSubnets(ctx context.Context, networkID string, subnetID
 		}
 		seen[p.ID] = true
 		port := Port{ID: p.ID, ProjectID: p.ProjectID, Name: p.Name, DeviceOwner: p.DeviceOwner, SecurityGroups: p.SecurityGroups,
-			PortSecurityDisabled: p.Security.PortSecurityEnabled != nil && !*p.Security.PortSecurityEnabled}
+			PortSecurityDisabled: p.PortSecurityEnabled != nil && !*p.PortSecurityEnabled}
 		for _, ip := range p.FixedIPs {
 			port.SubnetIDs = append(port.SubnetIDs, ip.SubnetID)
 		}
@@ -210,26 +202,17 @@ func (s *Session) IngressRules(ctx context.Context, groupIDs []string) ([]Ingres
 		return nil, nil
 	}
 	const what = "the ingress security group rules"
-	var all []rules.SecGroupRule
+	var all []IngressRule
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := rules.List(s.network, rules.ListOpts{Direction: string(rules.DirIngress), ProjectID: s.projectID}).AllPages(ctx)
+		query, err := rules.ListOpts{Direction: string(rules.DirIngress), ProjectID: s.projectID}.ToSecGroupListQuery()
 		if err != nil {
 			return err
 		}
-		all, err = rules.ExtractRules(pages)
+		all, err = listAll[IngressRule](ctx, s.network, s.network.ServiceURL("security-group-rules")+query, "security_group_rules")
 		return err
 	})
 	if err != nil {
 		return nil, s.notReadable(s.wrap(err, "listing %s", what), what)
 	}
-	var out []IngressRule
-	for _, r := range all {
-		if !slices.Contains(groupIDs, r.SecGroupID) {
-			continue
-		}
-		out = append(out, IngressRule{ID: r.ID, SecurityGroupID: r.SecGroupID, Protocol: r.Protocol, EtherType: r.EtherType,
-			RemoteIPPrefix: r.RemoteIPPrefix, RemoteGroupID: r.RemoteGroupID, RemoteAddressGroupID: r.RemoteAddressGroupID,
-			PortRangeMin: r.PortRangeMin, PortRangeMax: r.PortRangeMax})
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(r IngressRule) bool { return !slices.Contains(groupIDs, r.SecurityGroupID) }), nil
 }

@@ -57,9 +57,11 @@ const (
 	DefaultAuthTimeout = 30 * time.Second
 	// DefaultCallTimeout bounds one call (a read and its retries).
 	DefaultCallTimeout = time.Minute
-	// DefaultMaxResponseBytes bounds the body of any answer: a VM project's
-	// largest list (thousands of ports) is a few MiB.
-	DefaultMaxResponseBytes = 32 << 20
+	// DefaultMaxResponseBytes bounds the bytes of any answer, the largest
+	// kind's (a list, all its pages): a VM project's largest list
+	// (thousands of ports) is a few MiB. The smaller kinds have smaller
+	// bounds, and every kind a bound on its JSON values (answerLimit).
+	DefaultMaxResponseBytes = 8 << 20
 	// tokenRefreshMargin: a session whose token expires sooner is
 	// authenticated again before it is used (its token is validated by the
 	// VM project's Keystone as it is, never re-issued on the way).
@@ -109,8 +111,8 @@ type Options struct {
 	AuthTimeout time.Duration
 	// CallTimeout bounds one call with its retries; DefaultCallTimeout when zero.
 	CallTimeout time.Duration
-	// MaxResponseBytes bounds each answer's body; DefaultMaxResponseBytes
-	// when zero. A longer one fails the request.
+	// MaxResponseBytes caps the bytes of every kind of answer;
+	// DefaultMaxResponseBytes when zero. A longer one fails the request.
 	MaxResponseBytes int64
 	// WrapTransport, when set, wraps the HTTP transport (tests count requests
 	// or inject faults with it).
@@ -135,11 +137,13 @@ type Session struct {
 	retry     retryPolicy
 	// expiresAt is when the token Keystone issued at authentication expires.
 	expiresAt time.Time
+	// release lets go of the session's transport (Close).
+	release func()
 }
 
 // NewSession authenticates with cred, as CAPO does (no environment
 // variables, reauthentication allowed), and returns a Session scoped to its
-// project.
+// project. Close it when done with it (Sessions does).
 func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, error) {
 	clientOpts := &clientconfig.ClientOpts{EnvPrefix: "NO_ENV_VARIABLES_"}
 	if cred.Cloud.AuthInfo != nil {
@@ -152,7 +156,6 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cred.Name, err)
 	}
-	authOpts.AllowReauth = true
 	provider, err := gcopenstack.NewClient(authOpts.IdentityEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cred.Name, err)
@@ -162,31 +165,42 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	limited := &boundedTransport{next: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig}, limit: orDefault(opts.MaxResponseBytes, DefaultMaxResponseBytes)}
-	counting := newCountingTransport(limited)
-	counting.add(map[string]string{provider.IdentityBase: ServiceIdentity})
-	var transport http.RoundTripper = counting
+	transport, release := acquireTransport(transportKeyOf(provider.IdentityBase, cred, tlsConfig), tlsConfig)
+	counting := newCountingTransport(&boundedTransport{next: transport, maxBytes: orDefault(opts.MaxResponseBytes, DefaultMaxResponseBytes)})
+	counting.set(map[string]string{provider.IdentityBase: ServiceIdentity})
+	var rt http.RoundTripper = counting
 	if opts.WrapTransport != nil {
-		transport = opts.WrapTransport(transport)
+		rt = opts.WrapTransport(rt)
 	}
-	provider.HTTPClient = http.Client{Transport: transport, Timeout: orDefault(opts.Timeout, DefaultTimeout)}
+	provider.HTTPClient = http.Client{Transport: rt, Timeout: orDefault(opts.Timeout, DefaultTimeout)}
+	s, err := open(ctx, cred, opts, provider, *authOpts, clientOpts.RegionName, counting)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	s.release = release
+	return s, nil
+}
+
+// open authenticates provider and returns the Session of its project.
+func open(ctx context.Context, cred Credential, opts Options, provider *gophercloud.ProviderClient, authOpts gophercloud.AuthOptions, region string, counting *countingTransport) (*Session, error) {
 	authCtx, cancel := context.WithTimeout(ctx, orDefault(opts.AuthTimeout, DefaultAuthTimeout))
 	defer cancel()
-	if err := gcopenstack.Authenticate(authCtx, provider, *authOpts); err != nil {
+	// The session reauthenticates itself (keepTokenOnly).
+	authOpts.AllowReauth = false
+	if err := gcopenstack.Authenticate(authCtx, provider, authOpts); err != nil {
 		return nil, fmt.Errorf("%s: authentication refused or failed: %w", cred.Name, err)
 	}
-	result, ok := provider.GetAuthResult().(tokens.CreateResult)
-	if !ok {
-		return nil, fmt.Errorf("%s: unexpected authentication result %T", cred.Name, provider.GetAuthResult())
+	answer, err := readLogin(provider)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cred.Name, err)
 	}
-	if catalog, err := result.ExtractServiceCatalog(); err == nil {
-		counting.addCatalog(catalog)
+	if answer.Token.Project == nil || answer.Token.Project.ID == "" {
+		return nil, fmt.Errorf("%s: the token is not scoped to a project (set project_id or project_name)", cred.Name)
 	}
-	project, err := result.ExtractProject()
-	if err != nil || project == nil || project.ID == "" {
-		return nil, fmt.Errorf("%s: the token is not scoped to a project (set project_id or project_name): %v", cred.Name, err)
-	}
-	eo := gophercloud.EndpointOpts{Region: clientOpts.RegionName, Availability: gophercloud.Availability(cred.Cloud.EndpointType)}
+	// gophercloud asks the endpoints it chooses from for their versions.
+	counting.addCatalog(&tokens.ServiceCatalog{Entries: answer.Token.Catalog})
+	eo := gophercloud.EndpointOpts{Region: region, Availability: gophercloud.Availability(cred.Cloud.EndpointType)}
 	if eo.Availability == "" {
 		eo.Availability = gophercloud.AvailabilityPublic
 	}
@@ -196,15 +210,94 @@ func NewSession(ctx context.Context, cred Credential, opts Options) (*Session, e
 	}
 	retry := defaultRetry
 	retry.budget = orDefault(opts.CallTimeout, DefaultCallTimeout)
-	s := &Session{provider: provider, projectID: project.ID, region: clientOpts.RegionName, name: cred.Name, network: network, retry: retry}
-	if token, err := result.ExtractToken(); err == nil {
-		s.expiresAt = token.ExpiresAt
-	}
+	s := &Session{provider: provider, projectID: answer.Token.Project.ID, region: region, name: cred.Name, network: network, retry: retry}
+	// An expiry that does not parse is none: the token is used until refused.
+	s.expiresAt, _ = time.Parse(time.RFC3339, answer.Token.ExpiresAt)
 	// Octavia is optional for facts and shares; its absence is reported where it is needed.
 	if lb, err := gcopenstack.NewLoadBalancerV2(provider, eo); err == nil {
 		s.lb = lb
 	}
+	counting.set(s.endpoints())
+	if err := keepTokenOnly(provider, authOpts); err != nil {
+		return nil, fmt.Errorf("%s: %w", cred.Name, err)
+	}
 	return s, nil
+}
+
+// login is what a session reads of Keystone's answer to its login.
+type login struct {
+	Token struct {
+		ExpiresAt string `json:"expires_at"`
+		Project   *struct {
+			ID string `json:"id"`
+		} `json:"project"`
+		Catalog []tokens.CatalogEntry `json:"catalog"`
+	} `json:"token"`
+}
+
+// readLogin reads provider's login answer, once: each of gophercloud's
+// Extract functions decodes it whole again, twice.
+func readLogin(provider *gophercloud.ProviderClient) (*login, error) {
+	result, ok := provider.GetAuthResult().(tokens.CreateResult)
+	if !ok {
+		return nil, fmt.Errorf("unexpected authentication result %T", provider.GetAuthResult())
+	}
+	var answer login
+	if err := result.Result.ExtractInto(&answer); err != nil {
+		return nil, fmt.Errorf("the answer of Keystone to the login does not parse: %w", err)
+	}
+	return &answer, nil
+}
+
+// endpoints are the base URLs the session sends requests to, by service.
+func (s *Session) endpoints() map[string]string {
+	out := map[string]string{s.provider.IdentityBase: ServiceIdentity, s.network.Endpoint: ServiceNetwork}
+	if s.lb != nil {
+		out[s.lb.Endpoint] = ServiceLoadBalancer
+	}
+	return out
+}
+
+// keepTokenOnly drops Keystone's answer from provider but for its token:
+// the rest (the catalog, decoded into generic values and structs) would
+// stay with the session as long as it is cached, and gophercloud's own
+// reauthentication would keep a second copy. The session's endpoints are
+// known by now.
+func keepTokenOnly(provider *gophercloud.ProviderClient, authOpts gophercloud.AuthOptions) error {
+	if err := provider.SetTokenAndAuthResult(tokenOnly(provider.Token())); err != nil {
+		return err
+	}
+	provider.EndpointLocator = func(gophercloud.EndpointOpts) (string, error) {
+		return "", errors.New("the session keeps no catalog: its endpoints were chosen when it authenticated")
+	}
+	provider.ReauthFunc = func(ctx context.Context) error {
+		fresh, err := gcopenstack.NewClient(provider.IdentityEndpoint)
+		if err != nil {
+			return err
+		}
+		fresh.HTTPClient, fresh.UserAgent = provider.HTTPClient, provider.UserAgent
+		if err := gcopenstack.Authenticate(ctx, fresh, authOpts); err != nil {
+			return err
+		}
+		return provider.SetTokenAndAuthResult(tokenOnly(fresh.Token()))
+	}
+	return nil
+}
+
+// tokenOnly is what a session keeps of Keystone's answer.
+type tokenOnly string
+
+// ExtractTokenID implements gophercloud.AuthResult.
+func (t tokenOnly) ExtractTokenID() (string, error) { return string(t), nil }
+
+// Close lets go of the session's connections: their transport, once no
+// other session uses it, closes its idle connections. A caller still
+// holding the session may use it; its connections then close within
+// idleConnTimeout of their last use.
+func (s *Session) Close() {
+	if s.release != nil {
+		s.release()
+	}
 }
 
 // tlsConfigOf is the TLS configuration of cred's clouds.yaml: verify and

@@ -36,7 +36,8 @@ import (
 // caller tries again), a session unused for IdleTimeout is dropped, at most
 // MaxEntries are kept (the least recently used goes first), and a session
 // whose token expires within minutes authenticates again before it is
-// handed out.
+// handed out. A session dropped for any of these reasons, or replaced by a
+// new version, is closed: its connections do not outlive it.
 type Sessions struct {
 	Options Options
 	// IdleTimeout drops a session nobody used for that long; DefaultIdleTimeout when zero.
@@ -73,6 +74,9 @@ func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential)
 	}
 	e, ok := c.byKey[id]
 	if !ok || e.version != version {
+		if ok {
+			e.close()
+		}
 		e = &entry{version: version, ready: make(chan struct{}, 1)}
 		e.ready <- struct{}{}
 		c.byKey[id] = e
@@ -95,8 +99,20 @@ func (c *Sessions) Get(ctx context.Context, id, version string, cred Credential)
 		c.forget(id, e)
 		return nil, err
 	}
-	e.session = s
+	c.keep(id, e, s)
 	return s, nil
+}
+
+// keep makes s e's session, closing the one it replaces; s too when e was
+// dropped meanwhile (its caller may still use it).
+func (c *Sessions) keep(id string, e *entry, s *Session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.close()
+	e.session = s
+	if c.byKey[id] != e {
+		e.close()
+	}
 }
 
 // Len is the number of credentials whose sessions are kept.
@@ -106,12 +122,22 @@ func (c *Sessions) Len() int {
 	return len(c.byKey)
 }
 
-// forget drops e, unless another version replaced it meanwhile.
+// forget drops e, unless another version replaced it meanwhile, and closes
+// its session.
 func (c *Sessions) forget(id string, e *entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byKey[id] == e {
 		delete(c.byKey, id)
+	}
+	e.close()
+}
+
+// close closes e's session, if any (again is harmless). Called with mu
+// held: e.session is written with it held, by the caller holding e.ready.
+func (e *entry) close() {
+	if e.session != nil {
+		e.session.Close()
 	}
 }
 
@@ -123,6 +149,7 @@ func (c *Sessions) evict(now time.Time, keep string) {
 	for id, e := range c.byKey {
 		if id != keep && now.Sub(e.lastUsed) > idle {
 			delete(c.byKey, id)
+			e.close()
 		}
 	}
 	for limit := orDefault(c.MaxEntries, DefaultMaxSessions); len(c.byKey) > limit; {
@@ -132,6 +159,7 @@ func (c *Sessions) evict(now time.Time, keep string) {
 				oldest = id
 			}
 		}
+		c.byKey[oldest].close()
 		delete(c.byKey, oldest)
 	}
 }

@@ -87,13 +87,13 @@ func (s *Session) Shares(ctx context.Context, networkID string) (map[string]stri
 func (s *Session) listShares(ctx context.Context, networkID, projectID string) (map[string]string, error) {
 	var found []rbacpolicies.RBACPolicy
 	err := s.retry.do(ctx, func(ctx context.Context) error {
-		pages, err := rbacpolicies.List(s.network, rbacpolicies.ListOpts{
+		query, err := rbacpolicies.ListOpts{
 			ObjectType: "network", ObjectID: networkID, Action: rbacpolicies.ActionAccessShared, TargetTenant: projectID,
-		}).AllPages(ctx)
+		}.ToRBACPolicyListQuery()
 		if err != nil {
 			return err
 		}
-		found, err = rbacpolicies.ExtractRBACPolicies(pages)
+		found, err = listAll[rbacpolicies.RBACPolicy](ctx, s.network, s.network.ServiceURL("rbac-policies")+query, "rbac_policies")
 		return err
 	})
 	if err != nil {
