@@ -30,7 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-openstack/api/v1beta1"
@@ -39,6 +41,7 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
+	"github.com/capo-sharednet/capo-sharednet/internal/fairshare"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
@@ -129,7 +132,7 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager, options contro
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		WithOptions(options).
-		For(&clusterv1.Cluster{}, builder.WithPredicates(predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
+		For(&clusterv1.Cluster{}, builder.WithPredicates(clusterChanged, predicates.ResourceHasFilterLabel(mgr.GetScheme(), mgr.GetLogger(), r.WatchFilterValue))).
 		Watches(&sharednetv1.SharedNetworkAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*sharednetv1.SharedNetworkAttachment).Spec.ClusterName}}}
 		})).
@@ -146,8 +149,25 @@ func (r *AttachmentReconciler) SetupWithManager(mgr ctrl.Manager, options contro
 		Watches(&clusterv1.Machine{}, byClusterLabel).
 		Watches(&infrav1.OpenStackMachine{}, byClusterLabel).
 		Named("sharednetworkattachment").
-		Complete(r)
+		// One tenant's Clusters (a Keystone that hangs) hold at most a share
+		// of the workers; the others' attaches go on.
+		Complete(&fairshare.Reconciler{Next: r, PerNamespace: fairshare.Share(options.MaxConcurrentReconciles)})
 }
+
+// clusterChanged passes the Cluster changes the attachment controller acts
+// on: its spec (the variables, the topology's sizes, paused), its
+// annotations (the record of a share, CAPI's paused), its deletion, the
+// watch filter's label and the failure domains its nodegroups spread over.
+// CAPI's status writes and other label edits decide nothing here.
+var clusterChanged = predicate.Or[client.Object](
+	predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+	predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+		old, now := e.ObjectOld.(*clusterv1.Cluster), e.ObjectNew.(*clusterv1.Cluster)
+		return old.DeletionTimestamp.IsZero() != now.DeletionTimestamp.IsZero() ||
+			old.Labels[clusterv1.WatchLabel] != now.Labels[clusterv1.WatchLabel] ||
+			len(old.Status.FailureDomains) != len(now.Status.FailureDomains)
+	}},
+)
 
 // Reconcile implements reconcile.Reconciler.
 func (r *AttachmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
