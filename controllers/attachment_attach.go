@@ -142,6 +142,7 @@ func (r *AttachmentReconciler) ensureShare(ctx context.Context, s *nodegroupScop
 		return reconcile.Result{RequeueAfter: pollRollout}, true, nil
 	}
 	s.a.Status.Share = share
+	r.sealShare(ctx, s.sn, s.a)
 	r.condition(s.a, s.cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared, sharedMessage(s.sn, share))
 	// Record the share before the nudge (GeneratePatches reads it), and
 	// before another cluster's detach may judge whether the share is used.

@@ -134,7 +134,7 @@ func newAuthorityStory(t *testing.T, granted bool, clusterProject *fakecloud.Pro
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
-	s.r = &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder}
+	s.r = &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder, Seals: testSealer(t)}
 	return s
 }
 

@@ -43,6 +43,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
 	"github.com/capo-sharednet/capo-sharednet/internal/fairshare"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/records"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/internal/watchfilter"
 )
@@ -83,9 +84,14 @@ type AttachmentReconciler struct {
 	// Checker is the decision service; one over Client and Credentials
 	// when nil.
 	Checker *preflight.Checker
-	// Records says whether attachments' status is the extension's own
-	// record (the shipped admission policy is in place); nil: never.
+	// Records says whether nobody but the extension can write attachments'
+	// status now (the shipped admission policy is in place); nil: never.
 	Records RecordGuard
+	// Seals is the key the extension seals its share records with
+	// (status.share.seal); the detach trusts a record only when its seal
+	// matches, and while Records protects it. nil: no record is sealed or
+	// trusted.
+	Seals records.Source
 	// WatchFilterValue is CAPI's --watch-filter: only Clusters (and, once
 	// their Cluster is gone, attachments) with that watch label are
 	// reconciled; every one when empty.

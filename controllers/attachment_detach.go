@@ -36,7 +36,6 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/internal/credentials"
-	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 )
 
@@ -178,17 +177,14 @@ func (r *AttachmentReconciler) release(ctx context.Context, a *sharednetv1.Share
 // Both, because a cluster's credential can be pointed at another project
 // after the attach (identity switch): the record still names the share the
 // extension made, and the verified project covers a share made just before
-// a lost record. The record is used only while the shipped admission policy
-// keeps everyone else from writing it (RecordGuard); it alone is enough for
-// a cluster being deleted or gone, whose credential may never come back. A
-// live cluster also has its project verified first: it can fix its
-// credential. The policy IDs deleted are Neutron's answer, never the
-// status's.
+// a lost record. The record is used only when it carries the extension's
+// seal and the shipped admission policy keeps everyone else from writing it
+// (trustedRecord); it alone is enough for a cluster being deleted or gone,
+// whose credential may never come back. A live cluster also has its project
+// verified first: it can fix its credential. The policy IDs deleted are
+// Neutron's answer, never the status's.
 func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.Cluster, sn *sharednetv1.SharedNetwork, a *sharednetv1.SharedNetworkAttachment) error {
-	recorded := ""
-	if a.Status.Share != nil && r.Records != nil && r.Records.Protected(ctx) {
-		recorded = a.Status.Share.ProjectID
-	}
+	recorded, untrusted := r.trustedRecord(ctx, sn, a)
 	vm, err := r.Credentials.ForSharedNetwork(ctx, sn)
 	if err != nil {
 		if recorded == "" && a.Status.Share == nil && (cluster == nil || !cluster.DeletionTimestamp.IsZero()) {
@@ -219,9 +215,9 @@ func (r *AttachmentReconciler) unshare(ctx context.Context, cluster *clusterv1.C
 		// A record that cannot be trusted names a project nobody vouches
 		// for now: tell the administrator, who can check the share by hand.
 		administratorEvent(r.Recorder, extensionNamespace(r.Namespace), sn, corev1.EventTypeWarning, sharednetv1.EventShareNotReleased,
-			fmt.Sprintf("attachment %s/%s records a share with project %s that is not released: a record is not used while the admission policy %s that protects attachments is not installed, "+
+			fmt.Sprintf("attachment %s/%s records a share with project %s that is not released: the record is not trusted (%s), "+
 				"and the cluster's credential is not verified for that project (or cannot be verified); check with openstack network rbac list --target-project %s",
-				a.Namespace, a.Name, a.Status.Share.ProjectID, install.AttachmentsPolicy, a.Status.Share.ProjectID))
+				a.Namespace, a.Name, a.Status.Share.ProjectID, untrusted, a.Status.Share.ProjectID))
 	}
 	defer r.lockNetwork(sn.Spec.NetworkID)()
 	for _, project := range projects {

@@ -124,6 +124,11 @@ func (r *AttachmentReconciler) observeCloudFits(ctx context.Context, s *nodegrou
 // no shared port. Nothing is shared or unshared for it; the detach releases
 // the recorded share (and any of the new project). A check that cannot be
 // made changes nothing, and is logged.
+//
+// A record whose project the VM project's Keystone vouches for now, but
+// whose seal does not match (written before records were sealed, or while
+// the key could not be read), is sealed here: the extension vouches for it
+// on the verified project, never on the status's word.
 func (r *AttachmentReconciler) observeProject(ctx context.Context, s *nodegroupScope) {
 	a, cluster := s.a, s.cluster
 	if s.judged || !a.ShareEstablished() {
@@ -145,6 +150,9 @@ func (r *AttachmentReconciler) observeProject(ctx context.Context, s *nodegroupS
 				"machines created there get no shared port. Point the credential back at project %s, or remove the sharedNetwork variable (the detach unshares project %s) and set it again",
 			recorded, verified, recorded, recorded))
 		return
+	}
+	if ok, _ := r.sealed(ctx, s.sn, a); !ok {
+		r.sealShare(ctx, s.sn, a)
 	}
 	if c := conditions.Get(a, sharednetv1.SharedCondition); c != nil && c.Reason == sharednetv1.ReasonProjectChanged {
 		r.condition(a, cluster, sharednetv1.SharedCondition, metav1.ConditionTrue, sharednetv1.ReasonShared, sharedMessage(s.sn, a.Status.Share))

@@ -39,7 +39,7 @@ func TestAttachmentControllerReconcilesOnlyItsWatchFilter(t *testing.T) {
 	s := newAuthorityStory(t, true, nil)
 	east := s.r
 	east.WatchFilterValue, east.Records = "east", protectedRecords(true)
-	west := &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder, WatchFilterValue: "west", Records: protectedRecords(true)}
+	west := &AttachmentReconciler{Client: s.client, Credentials: s.clouds, Recorder: s.recorder, WatchFilterValue: "west", Records: protectedRecords(true), Seals: east.Seals}
 	reconcileBy := func(r *AttachmentReconciler) {
 		t.Helper()
 		_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "team-a", Name: "demo"}})

@@ -336,6 +336,18 @@ type Share struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	RBACPolicyID string `json:"rbacPolicyID,omitempty"`
+
+	// seal is set on an attachment's status.share only, by the extension: an
+	// HMAC-SHA256 of the record (the attachment's namespace, name and UID,
+	// its SharedNetwork and network, projectID and rbacPolicyID) with a key
+	// only the extension holds. The detach trusts the recorded project only
+	// when the seal matches; a record without one, or with one that does not
+	// match, names no project the extension unshares. Never set on a
+	// SharedNetwork's shares.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Seal string `json:"seal,omitempty"`
 }
 
 // Consumer is one nodegroup using the network.

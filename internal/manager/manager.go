@@ -56,6 +56,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/preflight"
+	"github.com/capo-sharednet/capo-sharednet/internal/records"
 	"github.com/capo-sharednet/capo-sharednet/internal/scheme"
 	"github.com/capo-sharednet/capo-sharednet/internal/version"
 	"github.com/capo-sharednet/capo-sharednet/internal/webhooks"
@@ -378,6 +379,12 @@ func (m *Manager) SetupSharedNetworkController() error {
 // SetupAttachmentController registers the attachment life cycle (share,
 // nudge, rollout, detach, unshare).
 func (m *Manager) SetupAttachmentController() error {
+	// The key that seals the share records: made at start when missing
+	// (leader only), read uncached.
+	keys := &records.Keyring{Reader: m.GetAPIReader(), Writer: m.GetClient(), Namespace: m.opts.Namespace}
+	if err := m.Add(keys); err != nil {
+		return fmt.Errorf("setting up the record key: %w", err)
+	}
 	if err := (&controllers.AttachmentReconciler{
 		Client:           m.GetClient(),
 		Credentials:      m.Credentials,
@@ -385,6 +392,7 @@ func (m *Manager) SetupAttachmentController() error {
 		Recorder:         m.recorder(),
 		Namespace:        m.opts.Namespace,
 		Records:          &controllers.PolicyGuard{Reader: m.GetAPIReader()},
+		Seals:            keys,
 		WatchFilterValue: m.opts.WatchFilterValue,
 	}).SetupWithManager(m, m.opts.controllerOptions(m.opts.Concurrency.Attachments)); err != nil {
 		return fmt.Errorf("setting up the attachment controller: %w", err)

@@ -33,11 +33,14 @@ package manager
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=openstackclusteridentities,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=capo-sharednet-system,resources=secrets,verbs=get;list;watch
+// The key that seals the attachments' share records (internal/records) is
+// made once, in the extension's namespace only; never updated or deleted.
+// +kubebuilder:rbac:groups="",namespace=capo-sharednet-system,resources=secrets,verbs=create
 // The cluster's own identity Secret (CAPO's identityRef) is read, never listed nor copied.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// The detach trusts an attachment's record only while the shipped admission
-// policy that protects it is in place (controllers.PolicyGuard).
+// The detach trusts an attachment's sealed record only while the shipped
+// admission policy that protects it is in place (controllers.PolicyGuard).
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
 // The credential and size webhooks are scoped to the namespaces whose
 // clusters use a shared network (controllers.NamespaceScope); only the

@@ -51,6 +51,7 @@ import (
 	"github.com/capo-sharednet/capo-sharednet/internal/hooks"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
+	"github.com/capo-sharednet/capo-sharednet/internal/records"
 	"github.com/capo-sharednet/capo-sharednet/test/testbed"
 )
 
@@ -80,7 +81,8 @@ func startAttachmentController(t *testing.T) *attachmentController {
 		t.Fatal(err)
 	}
 	source := &credentials.Source{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: install.Namespace, Sessions: &openstack.Sessions{}}
-	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet"), Records: &controllers.PolicyGuard{Reader: mgr.GetAPIReader()}}).SetupWithManager(mgr, controller.Options{}); err != nil {
+	if err := (&controllers.AttachmentReconciler{Client: mgr.GetClient(), Credentials: source, Recorder: mgr.GetEventRecorderFor("capo-sharednet"), Records: &controllers.PolicyGuard{Reader: mgr.GetAPIReader()},
+		Seals: &records.Keyring{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: install.Namespace}}).SetupWithManager(mgr, controller.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
