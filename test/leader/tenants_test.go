@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -37,12 +38,14 @@ import (
 
 	sharednetv1 "github.com/capo-sharednet/capo-sharednet/api/v1alpha1"
 	"github.com/capo-sharednet/capo-sharednet/controllers"
+	"github.com/capo-sharednet/capo-sharednet/internal/fairshare"
 	"github.com/capo-sharednet/capo-sharednet/internal/install"
 	"github.com/capo-sharednet/capo-sharednet/internal/manager"
 	"github.com/capo-sharednet/capo-sharednet/internal/openstack"
 	"github.com/capo-sharednet/capo-sharednet/internal/variables"
 	"github.com/capo-sharednet/capo-sharednet/test/fakecloud"
 	"github.com/capo-sharednet/capo-sharednet/test/fakekeystone"
+	"github.com/capo-sharednet/capo-sharednet/test/testenv"
 )
 
 // hostileClouds is the fake cloud for the healthy tenants, and real
@@ -249,4 +252,116 @@ func startManager(t *testing.T, mgr ctrl.Manager) {
 			t.Error("the manager did not stop within 30s")
 		}
 	})
+}
+
+// TestTwentyHostileClustersOfOneTenantLeaveTheWorkersToOthers: one tenant
+// points twenty Clusters of its namespace at a Keystone that never answers
+// and attaches them all, more than the attachment controller has workers.
+// That namespace holds at most its share of them (fairshare): the Keystone
+// never sees more logins at once than the share, and another tenant's
+// attach completes within twice its time alone.
+func TestTwentyHostileClustersOfOneTenantLeaveTheWorkersToOthers(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cloud := fakecloud.New()
+	vm := &fakecloud.Project{Cloud: cloud, ID: "vm-project"}
+	network, subnet := uuid(91, 1), uuid(91, 2)
+	cloud.AddNetworkWithIDs("vm-project", 1450, "172.16.91.0/24", network, subnet)
+	hang := make(chan struct{})
+	defer close(hang)
+	tarpit := fakekeystone.Start(t, fakekeystone.Options{Project: "p-tarpit", Hang: hang})
+	clouds := &hostileClouds{
+		Clouds:   &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{}, SharedNetworks: map[string]*fakecloud.Project{"twenty-vm": vm}},
+		sessions: &openstack.Sessions{},
+		hostile:  map[string]openstack.Credential{},
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "twenty-vm"},
+		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
+	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
+	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "twenty-vm"}, Spec: sharednetv1.SharedNetworkSpec{
+		Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: "vm-project"},
+		NetworkID: network, Subnets: []string{subnet},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
+	}}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+
+	made := func(project string, i int) *infrav1.OpenStackCluster {
+		clusterNetwork, clusterSubnet := uuid(91, 100+2*i), uuid(91, 101+2*i)
+		cloud.AddNetworkWithIDs(project, 1450, "10.6.0.0/24", clusterNetwork, clusterSubnet)
+		return &infrav1.OpenStackCluster{Status: infrav1.OpenStackClusterStatus{Network: &infrav1.NetworkStatusWithSubnets{
+			NetworkStatus: infrav1.NetworkStatus{ID: clusterNetwork, Name: fmt.Sprintf("k8s-clusterapi-cluster-%d", i)},
+			Subnets:       []infrav1.Subnet{{ID: clusterSubnet, CIDR: "10.6.0.0/24"}},
+		}}}
+	}
+	healthy := map[string]*clusterv1.Cluster{}
+	for i, name := range []string{"alone", "beside"} {
+		ns := grantedNamespace(ctx, g)
+		osc := made("p-"+name, i)
+		clouds.Clusters[ns+"/c"] = &fakecloud.Project{Cloud: cloud, ID: "p-" + name, OpenStackCluster: osc}
+		healthy[name] = clusterOfTheExtension(ctx, t, ns, "c")
+		writeClusterNetwork(ctx, g, healthy[name], osc)
+	}
+	hostileNS := grantedNamespace(ctx, g)
+	var hostile []*clusterv1.Cluster
+	for i := range 20 {
+		name := fmt.Sprintf("h%02d", i)
+		clouds.hostile[hostileNS+"/"+name] = credentialOf(t, tarpit)
+		var c *clusterv1.Cluster
+		if i == 0 {
+			c = clusterOfTheExtension(ctx, t, hostileNS, name) // and the namespace's ClusterClass
+		} else {
+			c = testenv.Cluster(hostileNS, name, "leader", "md-a")
+			c.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{podCIDR}
+			c.Spec.Topology.Workers.MachineDeployments[0].Replicas = ptr.To[int32](0)
+			g.Expect(env.Client.Create(ctx, c)).To(Succeed())
+		}
+		writeClusterNetwork(ctx, g, c, made("p-tarpit", 10+i))
+		hostile = append(hostile, c)
+	}
+	g.Eventually(func(g Gomega) {
+		mds := &clusterv1.MachineDeploymentList{}
+		g.Expect(env.Client.List(ctx, mds, client.InNamespace(hostileNS))).To(Succeed())
+		g.Expect(mds.Items).To(HaveLen(20))
+	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "CAPI made the twenty Clusters' MachineDeployments")
+
+	startTenantsManager(t, clouds)
+	g.Eventually(func(g Gomega) {
+		got := &sharednetv1.SharedNetwork{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sn), got)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, sharednetv1.ReadyCondition)).To(BeTrue())
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	value := fmt.Appendf(nil, `{"name":%q,"subnet":%q}`, sn.Name, subnet)
+	attach := func(c *clusterv1.Cluster) time.Time {
+		start := time.Now()
+		g.Expect(updateCluster(ctx, c, func(c *clusterv1.Cluster) { variables.SetOverride(c, "md-a", value) })).To(Succeed())
+		return start
+	}
+	nudged := func(c *clusterv1.Cluster, since time.Time) time.Duration {
+		g.Eventually(func(g Gomega) {
+			got := &clusterv1.Cluster{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(c), got)).To(Succeed())
+			g.Expect(got.Annotations).To(HaveKey(sharedAnnotation))
+		}, 30*time.Second, 20*time.Millisecond).Should(Succeed(), "cluster %s is shared and nudged", client.ObjectKeyFromObject(c))
+		return time.Since(since)
+	}
+
+	alone := nudged(healthy["alone"], attach(healthy["alone"]))
+	for _, c := range hostile {
+		attach(c)
+	}
+	share := fairshare.Share(manager.DefaultConcurrency)
+	held := time.Now()
+	g.Eventually(tarpit.InFlight.Load, 30*time.Second, 20*time.Millisecond).Should(BeNumerically("==", share), "the hostile namespace's reconciles wait in its Keystone, its share of them")
+	t.Logf("%d hostile logins held after %s", share, time.Since(held).Round(time.Millisecond))
+	beside := nudged(healthy["beside"], attach(healthy["beside"]))
+	g.Expect(tarpit.InFlight.Load()).To(BeNumerically("<=", share), "never more of that namespace at once than its share")
+	t.Logf("tarpit: requests %d, in flight %d, ended %d", tarpit.Requests.Load(), tarpit.InFlight.Load(), tarpit.Ended.Load())
+	t.Logf("healthy attach to nudge: alone %s; beside 20 hostile Clusters of one namespace %s (logins held at once: %d of %d workers)",
+		alone.Round(time.Millisecond), beside.Round(time.Millisecond), tarpit.InFlight.Load(), manager.DefaultConcurrency)
+	// Twice its time alone; a floor of 250 ms absorbs the scheduler on two
+	// cores when alone is a few tens of milliseconds.
+	g.Expect(beside).To(BeNumerically("<=", max(2*alone, alone+250*time.Millisecond)), "within twice its time alone")
 }
