@@ -19,6 +19,7 @@ package openstack_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,8 +38,10 @@ func TestFailedLoginsLeaveNoConnectionOpen(t *testing.T) {
 	cred := c.credential(t)
 	sessions := &openstack.Sessions{}
 	goroutines := runtime.NumGoroutine()
-	for range 1000 {
-		_, err := sessions.Get(context.Background(), "tenant", "1", cred)
+	// Each a new version of the credential: a failed login of one version
+	// is not tried again within its backoff.
+	for i := range 1000 {
+		_, err := sessions.Get(context.Background(), "tenant", strconv.Itoa(i), cred)
 		g.Expect(err).To(MatchError(ContainSubstring("401")))
 	}
 	g.Expect(c.logins.Load()).To(Equal(int32(1000)))
