@@ -81,27 +81,9 @@ func TestATenantsHostileCloudDelaysNoOtherTenant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	cloud := fakecloud.New()
-	vm := &fakecloud.Project{Cloud: cloud, ID: "vm-project"}
-	network, subnet := uuid(90, 1), uuid(90, 2)
-	cloud.AddNetworkWithIDs("vm-project", 1450, "172.16.90.0/24", network, subnet)
+	cloud, clouds, sn, network, subnet := tenantsWorld(ctx, g, "tenants-vm", 90)
 	tarpit := fakekeystone.Start(t, fakekeystone.Options{Project: "p-tarpit", Hang: make(chan struct{})})
 	endless := fakekeystone.Start(t, fakekeystone.Options{Project: "p-endless", Stream: true})
-	clouds := &hostileClouds{
-		Clouds:   &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{}, SharedNetworks: map[string]*fakecloud.Project{"tenants-vm": vm}},
-		sessions: &openstack.Sessions{},
-		hostile:  map[string]openstack.Credential{},
-	}
-
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "tenants-vm"},
-		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
-	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
-	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "tenants-vm"}, Spec: sharednetv1.SharedNetworkSpec{
-		Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: "vm-project"},
-		NetworkID: network, Subnets: []string{subnet},
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
-	}}
-	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
 
 	// Four tenants, each a namespace with a cluster of md-a: two healthy
 	// (one attaches alone, the other beside the hostile ones), two hostile.
@@ -207,6 +189,31 @@ func TestATenantsHostileCloudDelaysNoOtherTenant(t *testing.T) {
 	g.Expect(growth).To(BeNumerically("<", 256<<20), "the heap does not grow with the endless body")
 }
 
+// tenantsWorld is the fake cloud with the VM project's network of
+// scenario, the clouds the tenants' clusters use (hostile ones added by the
+// test) and the SharedNetwork name over it, granted to grantedNamespace's.
+func tenantsWorld(ctx context.Context, g Gomega, name string, scenario int) (*fakecloud.Cloud, *hostileClouds, *sharednetv1.SharedNetwork, string, string) {
+	cloud := fakecloud.New()
+	network, subnet := uuid(scenario, 1), uuid(scenario, 2)
+	cloud.AddNetworkWithIDs("vm-project", 1450, fmt.Sprintf("172.16.%d.0/24", scenario), network, subnet)
+	clouds := &hostileClouds{
+		Clouds: &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{},
+			SharedNetworks: map[string]*fakecloud.Project{name: {Cloud: cloud, ID: "vm-project"}}},
+		sessions: &openstack.Sessions{},
+		hostile:  map[string]openstack.Credential{},
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: name},
+		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
+	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
+	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: sharednetv1.SharedNetworkSpec{
+		Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: "vm-project"},
+		NetworkID: network, Subnets: []string{subnet},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
+	}}
+	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
+	return cloud, clouds, sn, network, subnet
+}
+
 func credentialOf(t *testing.T, k *fakekeystone.Keystone) openstack.Credential {
 	t.Helper()
 	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: k.CloudsYAML("tenant")}, "tenant-secret", "tenant")
@@ -265,27 +272,10 @@ func TestTwentyHostileClustersOfOneTenantLeaveTheWorkersToOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	cloud := fakecloud.New()
-	vm := &fakecloud.Project{Cloud: cloud, ID: "vm-project"}
-	network, subnet := uuid(91, 1), uuid(91, 2)
-	cloud.AddNetworkWithIDs("vm-project", 1450, "172.16.91.0/24", network, subnet)
+	cloud, clouds, sn, _, subnet := tenantsWorld(ctx, g, "twenty-vm", 91)
 	hang := make(chan struct{})
 	defer close(hang)
 	tarpit := fakekeystone.Start(t, fakekeystone.Options{Project: "p-tarpit", Hang: hang})
-	clouds := &hostileClouds{
-		Clouds:   &fakecloud.Clouds{Clusters: map[string]*fakecloud.Project{}, SharedNetworks: map[string]*fakecloud.Project{"twenty-vm": vm}},
-		sessions: &openstack.Sessions{},
-		hostile:  map[string]openstack.Credential{},
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "twenty-vm"},
-		Data: map[string][]byte{openstack.CloudsSecretKey: []byte("clouds:\n  vm-project:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n")}}
-	g.Expect(env.Client.Create(ctx, secret)).To(Succeed())
-	sn := &sharednetv1.SharedNetwork{ObjectMeta: metav1.ObjectMeta{Name: "twenty-vm"}, Spec: sharednetv1.SharedNetworkSpec{
-		Identity:  sharednetv1.VMProjectIdentity{SecretName: secret.Name, CloudName: "vm-project"},
-		NetworkID: network, Subnets: []string{subnet},
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{grantLabel: "true"}},
-	}}
-	g.Expect(env.Client.Create(ctx, sn)).To(Succeed())
 
 	made := func(project string, i int) *infrav1.OpenStackCluster {
 		clusterNetwork, clusterSubnet := uuid(91, 100+2*i), uuid(91, 101+2*i)
