@@ -252,10 +252,6 @@ func TestCallersOfAHungKeystoneShareOneLogin(t *testing.T) {
 			_, err := sessions.Get(ctx, "hung", "1", cred)
 			results <- result{err: err, late: time.Since(start) - wait}
 		}()
-		if i == 0 {
-			// The caller that gives up first starts the login.
-			g.Eventually(k.Requests.Load).Should(Equal(int32(1)))
-		}
 	}
 	patient := make(chan error, 1)
 	go func() {
