@@ -18,16 +18,9 @@ package openstack_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,20 +115,18 @@ func TestAKeystoneThatStreamsForeverCostsBoundedMemory(t *testing.T) {
 // TestTheSessionCacheIsBounded: failed and idle sessions are dropped, at most
 // MaxEntries are kept, and a token about to expire is renewed before use.
 func TestTheSessionCacheIsBounded(t *testing.T) {
-	t.Run("a failed authentication is not kept, and is tried again after its backoff", func(t *testing.T) {
+	t.Run("a failed authentication is tried again, not kept", func(t *testing.T) {
 		g := NewWithT(t)
 		hang := make(chan struct{})
 		k := fakekeystone.Start(t, fakekeystone.Options{Project: "p", Hang: hang})
-		sessions := &openstack.Sessions{Options: openstack.Options{AuthTimeout: 100 * time.Millisecond}, FailureBackoff: 50 * time.Millisecond}
+		sessions := &openstack.Sessions{Options: openstack.Options{AuthTimeout: 100 * time.Millisecond}}
 		_, err := sessions.Get(context.Background(), "tarpit", "1", credentialOf(t, k))
 		g.Expect(err).To(HaveOccurred(), "the authentication's own deadline ends the wait")
 		g.Expect(sessions.Len()).To(BeZero())
 		close(hang)
-		g.Eventually(func() error {
-			_, err := sessions.Get(context.Background(), "tarpit", "1", credentialOf(t, k))
-			return err
-		}).Should(Succeed())
-		g.Expect(k.Requests.Load()).To(Equal(int32(2)), "one login failed, the next one after the backoff succeeded")
+		s, err := sessions.Get(context.Background(), "tarpit", "1", credentialOf(t, k))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.ProjectID()).To(Equal("p"))
 	})
 	t.Run("idle and least recently used sessions go", func(t *testing.T) {
 		g := NewWithT(t)
@@ -175,205 +166,4 @@ func TestTheSessionCacheIsBounded(t *testing.T) {
 		}
 		g.Expect(long.Requests.Load()).To(Equal(int32(1)), "a token valid for an hour is reused")
 	})
-}
-
-// hostileKeystone stands before a fake Keystone: while status is set it
-// answers every login with it, while hang is set it holds every request
-// until its client gives up, and otherwise it passes requests on.
-type hostileKeystone struct {
-	*httptest.Server
-	logins atomic.Int32
-	status atomic.Int32
-	hang   atomic.Bool
-	behind *fakekeystone.Keystone
-}
-
-func startHostileKeystone(t *testing.T, opts fakekeystone.Options) *hostileKeystone {
-	t.Helper()
-	h := &hostileKeystone{behind: fakekeystone.Start(t, opts)}
-	target, err := url.Parse(h.behind.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v3/auth/tokens" {
-			h.logins.Add(1)
-		}
-		if h.hang.Load() {
-			_, _ = io.Copy(io.Discard, r.Body)
-			<-r.Context().Done()
-			return
-		}
-		if status := h.status.Load(); status != 0 {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(int(status))
-			_, _ = io.WriteString(w, `{"error": {"message": "no"}}`)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(h.Close)
-	return h
-}
-
-func (h *hostileKeystone) credential(t *testing.T) openstack.Credential {
-	t.Helper()
-	clouds := strings.ReplaceAll(string(h.behind.CloudsYAML("tenant")), h.behind.URL, h.URL)
-	cred, err := openstack.CredentialFromData(map[string][]byte{openstack.CloudsSecretKey: []byte(clouds)}, "test", "tenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cred
-}
-
-// TestCallersOfAHungKeystoneShareOneLogin: however many callers want a
-// credential whose Keystone hangs, it sees one login at a time; each caller
-// gives up with its own context, and the login goes on for the others.
-func TestCallersOfAHungKeystoneShareOneLogin(t *testing.T) {
-	g := NewWithT(t)
-	hang := make(chan struct{})
-	k := fakekeystone.Start(t, fakekeystone.Options{Project: "p", Hang: hang})
-	sessions := &openstack.Sessions{}
-	cred := credentialOf(t, k)
-
-	type result struct {
-		err  error
-		late time.Duration
-	}
-	results := make(chan result, 19)
-	for i := range 19 {
-		go func() {
-			wait := time.Duration(100+20*i) * time.Millisecond
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			start := time.Now()
-			_, err := sessions.Get(ctx, "hung", "1", cred)
-			results <- result{err: err, late: time.Since(start) - wait}
-		}()
-	}
-	patient := make(chan error, 1)
-	go func() {
-		_, err := sessions.Get(context.Background(), "hung", "1", cred)
-		patient <- err
-	}()
-	for range 19 {
-		var r result
-		g.Eventually(results, 5*time.Second).Should(Receive(&r))
-		g.Expect(r.err).To(MatchError(context.DeadlineExceeded))
-		g.Expect(r.late).To(BeNumerically("<", 500*time.Millisecond), "each caller returns when its own context ends")
-	}
-	g.Expect(k.Requests.Load()).To(Equal(int32(1)), "one login for all twenty callers")
-	g.Expect(patient).NotTo(Receive(), "the login goes on for the caller still waiting")
-	close(hang)
-	g.Eventually(patient, 10*time.Second).Should(Receive(BeNil()))
-	g.Expect(k.Requests.Load()).To(Equal(int32(1)))
-	g.Expect(sessions.Len()).To(Equal(1))
-}
-
-// TestAFailedLoginIsRememberedForItsBackoff: a Keystone that refuses or
-// fails logins sees one per backoff, not one per caller; the callers meanwhile
-// learn at once why and until when; a new version of the credential logs in
-// at once.
-func TestAFailedLoginIsRememberedForItsBackoff(t *testing.T) {
-	for _, status := range []int{http.StatusUnauthorized, http.StatusServiceUnavailable} {
-		t.Run(http.StatusText(status), func(t *testing.T) {
-			g := NewWithT(t)
-			k := startHostileKeystone(t, fakekeystone.Options{Project: "p"})
-			k.status.Store(int32(status))
-			sessions := &openstack.Sessions{FailureBackoff: 300 * time.Millisecond}
-			_, err := sessions.Get(context.Background(), "refused", "1", k.credential(t))
-			g.Expect(err).To(HaveOccurred())
-			g.Expect(k.logins.Load()).To(Equal(int32(1)))
-
-			var backoff *openstack.BackoffError
-			for range 5 {
-				_, err = sessions.Get(context.Background(), "refused", "1", k.credential(t))
-				g.Expect(errors.As(err, &backoff)).To(BeTrue(), "%v", err)
-			}
-			g.Expect(k.logins.Load()).To(Equal(int32(1)), "no login within the backoff")
-			host := strings.TrimPrefix(k.URL, "http://")
-			g.Expect(err.Error()).To(MatchRegexp(`^the last login to ` + host + ` failed \S+ ago: test: authentication refused or failed: .*; not retried before \S+$`))
-			g.Expect(backoff.RetryAt.Sub(backoff.FailedAt)).To(Equal(300 * time.Millisecond))
-
-			time.Sleep(time.Until(backoff.RetryAt))
-			_, err = sessions.Get(context.Background(), "refused", "1", k.credential(t))
-			g.Expect(errors.As(err, &backoff)).To(BeFalse(), "after the backoff, a new login: %v", err)
-			g.Expect(k.logins.Load()).To(Equal(int32(2)))
-			_, err = sessions.Get(context.Background(), "refused", "1", k.credential(t))
-			g.Expect(errors.As(err, &backoff)).To(BeTrue())
-			g.Expect(backoff.RetryAt.Sub(backoff.FailedAt)).To(Equal(600*time.Millisecond), "the backoff doubles")
-			g.Expect(k.logins.Load()).To(Equal(int32(2)))
-
-			k.status.Store(0)
-			s, err := sessions.Get(context.Background(), "refused", "2", k.credential(t))
-			g.Expect(err).NotTo(HaveOccurred(), "a changed Secret logs in at once")
-			g.Expect(s.ProjectID()).To(Equal("p"))
-			g.Expect(k.logins.Load()).To(Equal(int32(3)))
-		})
-	}
-	t.Run("hung until the authentication timeout", func(t *testing.T) {
-		g := NewWithT(t)
-		k := startHostileKeystone(t, fakekeystone.Options{Project: "p"})
-		k.hang.Store(true)
-		sessions := &openstack.Sessions{Options: openstack.Options{AuthTimeout: 100 * time.Millisecond}}
-		_, err := sessions.Get(context.Background(), "tarpit", "1", k.credential(t))
-		g.Expect(err).To(MatchError(context.DeadlineExceeded))
-		start := time.Now()
-		_, err = sessions.Get(context.Background(), "tarpit", "1", k.credential(t))
-		var backoff *openstack.BackoffError
-		g.Expect(errors.As(err, &backoff)).To(BeTrue(), "%v", err)
-		g.Expect(time.Since(start)).To(BeNumerically("<", 50*time.Millisecond), "at once, not after another timeout")
-		g.Expect(backoff.RetryAt.Sub(backoff.FailedAt)).To(Equal(openstack.DefaultFailureBackoff))
-		g.Expect(k.logins.Load()).To(Equal(int32(1)))
-	})
-	t.Run("bounded like the sessions", func(t *testing.T) {
-		g := NewWithT(t)
-		k := startHostileKeystone(t, fakekeystone.Options{Project: "p"})
-		k.status.Store(http.StatusUnauthorized)
-		sessions := &openstack.Sessions{MaxEntries: 2}
-		for _, id := range []string{"a", "b", "c"} {
-			_, err := sessions.Get(context.Background(), id, "1", k.credential(t))
-			g.Expect(err).To(HaveOccurred())
-		}
-		g.Expect(k.logins.Load()).To(Equal(int32(3)))
-		_, err := sessions.Get(context.Background(), "a", "1", k.credential(t))
-		var backoff *openstack.BackoffError
-		g.Expect(errors.As(err, &backoff)).To(BeFalse(), "a's failure, the least recently used, was dropped: %v", err)
-		g.Expect(k.logins.Load()).To(Equal(int32(4)))
-		_, err = sessions.Get(context.Background(), "c", "1", k.credential(t))
-		g.Expect(errors.As(err, &backoff)).To(BeTrue(), "c's failure was kept")
-		g.Expect(k.logins.Load()).To(Equal(int32(4)))
-	})
-}
-
-// TestASuccessfulLoginClearsTheBackoff: after a success, the next failure
-// waits the first backoff again, not the doubled one.
-func TestASuccessfulLoginClearsTheBackoff(t *testing.T) {
-	g := NewWithT(t)
-	// A token of a minute is renewed at each Get: each Get logs in.
-	k := startHostileKeystone(t, fakekeystone.Options{Project: "p", TokenLifetime: time.Minute})
-	sessions := &openstack.Sessions{FailureBackoff: 50 * time.Millisecond}
-	get := func() error {
-		_, err := sessions.Get(context.Background(), "flaky", "1", k.credential(t))
-		return err
-	}
-	var backoff *openstack.BackoffError
-	k.status.Store(http.StatusInternalServerError)
-	for i := range 3 {
-		g.Expect(get()).To(HaveOccurred())
-		g.Expect(errors.As(get(), &backoff)).To(BeTrue())
-		g.Expect(backoff.RetryAt.Sub(backoff.FailedAt)).To(Equal(50 * time.Millisecond << i))
-		time.Sleep(time.Until(backoff.RetryAt))
-	}
-	k.status.Store(0)
-	g.Expect(get()).To(Succeed())
-	g.Expect(get()).To(Succeed(), "no failure is remembered after a success")
-	logins := k.logins.Load()
-	k.status.Store(http.StatusInternalServerError)
-	g.Expect(get()).To(HaveOccurred())
-	g.Expect(errors.As(get(), &backoff)).To(BeTrue())
-	g.Expect(backoff.RetryAt.Sub(backoff.FailedAt)).To(Equal(50*time.Millisecond), "the backoff starts over")
-	g.Expect(k.logins.Load()).To(Equal(logins + 1))
 }
