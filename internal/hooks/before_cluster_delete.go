@@ -111,6 +111,9 @@ func (h *Handlers) removeLoadBalancers(ctx context.Context, cluster *clusterv1.C
 	// Inside the hook's own 30 s: a slow cloud is a retry, not a failed call.
 	ctx, cancel := context.WithTimeout(ctx, cloudTimeout)
 	defer cancel()
+	// The cluster's credential is opened (its Secret read) once, whatever
+	// the number of shared networks its cloud is compared with.
+	ctx = credentials.WithMemo(ctx)
 	var cloud openstack.ClusterCloud
 	var subnets []string
 	for _, a := range attachments {
